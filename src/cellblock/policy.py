@@ -1,0 +1,130 @@
+"""The one policy type: what a sandbox call may do and how much of everything it gets.
+
+A :class:`Policy` is frozen and validated. Defaults deny: no network, nothing inherited
+from the host environment, small limits. Shorthands are accepted at the boundary
+(``network="none"``) and normalised into typed models.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = ["Language", "NetworkPolicy", "Policy", "Protection"]
+
+Language = Literal["python", "bash"]
+"""Languages a sandbox can run."""
+
+Protection = Literal["seccomp", "cgroups"]
+"""Protections a user may explicitly opt out of with ``Policy.unsafe_allow_missing``.
+
+``seccomp``: run even if no seccomp filter can be installed.
+``cgroups``: run with rlimits only when cgroup memory/pids limits cannot be applied
+(rlimits are weaker: RLIMIT_NPROC counts every process of the host uid).
+"""
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Variables the runner sets itself; letting the caller override them would let a policy
+# point the sandbox at host paths or tools.
+_RESERVED_ENV = frozenset({"PATH", "HOME", "TMPDIR", "PWD"})
+
+
+class NetworkPolicy(BaseModel):
+    """Network access for the sandbox.
+
+    ``mode="none"`` (the default) gives the sandbox a private network namespace with
+    nothing but its own loopback: no route anywhere.
+
+    ``mode="allowlist"`` is reserved for egress through the cellblock proxy over a Unix
+    socket; backends that cannot provide it refuse to run (fail closed).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Literal["none", "allowlist"] = "none"
+    """``none`` or ``allowlist``."""
+    allow: tuple[str, ...] = ()
+    """Host names (optionally ``host:port``) reachable through the proxy in allowlist mode."""
+
+    @model_validator(mode="after")
+    def _check(self) -> NetworkPolicy:
+        if self.mode == "none" and self.allow:
+            raise ValueError("network mode 'none' takes no allow list")
+        if self.mode == "allowlist" and not self.allow:
+            raise ValueError("network mode 'allowlist' needs at least one allowed host")
+        return self
+
+
+class Policy(BaseModel):
+    """Limits and permissions of one sandbox call. Frozen; deny by default.
+
+    Example::
+
+        Policy(timeout_s=5, memory_mb=128, env={"MODE": "test"})
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10
+    """Wall-clock limit in seconds. When it fires, every process of the sandbox dies."""
+    memory_mb: Annotated[int, Field(ge=16, le=65536)] = 256
+    """Memory limit (RAM plus swap, plus scratch tmpfs pages) in MiB."""
+    max_pids: Annotated[int, Field(ge=4, le=32768)] = 64
+    """Maximum number of processes and threads alive at once."""
+    scratch_mb: Annotated[int, Field(ge=1, le=65536)] = 64
+    """Size cap of each writable scratch mount (cwd, /tmp, /dev/shm) in MiB; all of it is
+    discarded with the sandbox and also counts against ``memory_mb``."""
+    output_limit_bytes: Annotated[int, Field(ge=1024, le=256 * 1024 * 1024)] = 64 * 1024
+    """Cap per stream (stdout, stderr). Beyond it the sandbox is killed and the output
+    marked truncated."""
+    network: NetworkPolicy = NetworkPolicy()
+    """Network access; ``"none"`` by default. Accepts the shorthand string ``"none"``."""
+    env: Mapping[str, str] = Field(default_factory=dict)
+    """Environment of the sandboxed program on top of a fixed minimal base (PATH, HOME,
+    LANG, TMPDIR). Nothing is inherited from the host."""
+    unsafe_allow_missing: frozenset[Protection] = frozenset()
+    """Protections the caller explicitly accepts running without. Empty by default: when
+    a protection cannot be applied the call is refused."""
+
+    @field_validator("network", mode="before")
+    @classmethod
+    def _network_shorthand(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value == "none":
+                return NetworkPolicy()
+            raise ValueError(f"unknown network shorthand {value!r}; use 'none' or NetworkPolicy")
+        return value
+
+    @field_validator("env", mode="after")
+    @classmethod
+    def _check_env(cls, value: Mapping[str, str]) -> Mapping[str, str]:
+        for name, val in value.items():
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"invalid environment variable name {name!r}")
+            if name in _RESERVED_ENV:
+                raise ValueError(f"environment variable {name} is set by the sandbox itself")
+            if "\0" in val:
+                raise ValueError(f"environment variable {name} contains a NUL byte")
+        # A plain dict inside a frozen model could still be mutated by the caller.
+        return _FrozenEnv(value)
+
+
+class _FrozenEnv(dict[str, str]):
+    """A dict that refuses mutation, so a frozen Policy stays frozen."""
+
+    def _readonly(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("Policy.env is read-only")
+
+    __setitem__ = _readonly  # type: ignore[assignment]
+    __delitem__ = _readonly  # type: ignore[assignment]
+    clear = _readonly  # type: ignore[assignment]
+    pop = _readonly  # type: ignore[assignment]
+    popitem = _readonly  # type: ignore[assignment]
+    setdefault = _readonly  # type: ignore[assignment]
+    update = _readonly  # type: ignore[assignment]
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items())))
