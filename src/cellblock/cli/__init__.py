@@ -1,0 +1,1 @@
+"""The ``cellblock`` command line."""

@@ -1,0 +1,139 @@
+"""``cellblock``: the command-line entry point.
+
+Each sub-command lives in its own module under :mod:`cellblock.cli` and is registered at
+the bottom of this file. Errors cellblock raises on purpose are printed as a clear
+message with the fix, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from cellblock.errors import CellblockError
+from cellblock.policy import Policy
+from cellblock.sandbox import Sandbox
+
+console = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def friendly_errors(func: F) -> F:
+    """Turn cellblock and validation errors into a message and exit code 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from pydantic import ValidationError
+
+        try:
+            return func(*args, **kwargs)
+        except CellblockError as exc:
+            console.print(f"[bold red]error:[/] {exc.safe_message}")
+            if exc.hint:
+                console.print(f"[yellow]fix:[/] {exc.hint}")
+            if exc.detail:
+                console.print(f"[dim]detail: {exc.detail}[/]")
+            sys.exit(2)
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = ".".join(str(p) for p in err["loc"]) or "value"
+                console.print(f"[bold red]error:[/] {loc}: {err['msg']}")
+            sys.exit(2)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="cellblock")
+def cli() -> None:
+    """Run AI agents' code in sandboxes they cannot escape, persist in, or use to collude."""
+
+
+@cli.command()
+@click.option("--backend", "-b", default="bwrap", show_default=True, help="Isolation backend.")
+@click.option("--timeout", "timeout_s", type=float, default=10.0, show_default=True,
+              help="Wall-clock limit in seconds.")
+@click.option("--memory", "memory_mb", type=int, default=256, show_default=True,
+              help="Memory limit in MiB.")
+@click.option("--pids", "max_pids", type=int, default=64, show_default=True,
+              help="Process limit.")
+@click.option("--lang", "language", type=click.Choice(["python", "bash"]), default=None,
+              help="Language (default: from the file extension, else python).")
+@click.option("--image", default=None, help="Image name (bwrap/docker/gvisor).")
+@click.option("--file", "input_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="Input file placed read-only beside the code (repeatable).")
+@click.option("--stdin", "stdin_path", type=click.Path(exists=True, dir_okay=False),
+              help="File fed to the program's standard input ('-' is not read).")
+@click.option("--agent", "agent_id", default="cli", show_default=True, help="Agent id for the run log.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as one JSON object.")
+@click.option("-c", "code", default=None, help="Code to run.")
+@click.argument("path", required=False, type=click.Path(dir_okay=False))
+@friendly_errors
+def run(
+    backend: str,
+    timeout_s: float,
+    memory_mb: int,
+    max_pids: int,
+    language: str | None,
+    image: str | None,
+    input_files: tuple[str, ...],
+    stdin_path: str | None,
+    agent_id: str,
+    as_json: bool,
+    code: str | None,
+    path: str | None,
+) -> None:
+    """Run CODE (-c) or a FILE in a fresh sandbox; exit with the program's exit code."""
+    if (code is None) == (path is None):
+        raise click.UsageError("give exactly one of -c CODE or a FILE")
+    if path is not None:
+        source = Path(path)
+        if not source.is_file():
+            raise click.UsageError(f"no such file: {path}")
+        code = source.read_text()
+        if language is None and source.suffix == ".sh":
+            language = "bash"
+    assert code is not None
+    policy = Policy(timeout_s=timeout_s, memory_mb=memory_mb, max_pids=max_pids)
+    files = {Path(f).name: Path(f).read_bytes() for f in input_files}
+    stdin = Path(stdin_path).read_bytes() if stdin_path else None
+    from cellblock.cli._options import backend_options
+
+    with Sandbox(backend, policy, options=backend_options(backend, image),
+                 agent_id=agent_id, recorder=_default_recorder()) as sandbox:
+        result = sandbox.run(code, language or "python", files=files, stdin=stdin)  # type: ignore[arg-type]
+    if as_json:
+        click.echo(json.dumps(result.model_dump(mode="json")))
+    else:
+        sys.stdout.write(result.stdout)
+        sys.stdout.flush()
+        sys.stderr.write(result.stderr)
+        if result.killed_reason:
+            console.print(f"[bold red]killed:[/] {result.killed_reason} limit "
+                          f"after {result.duration_ms:.0f} ms")
+        if result.truncated:
+            console.print("[yellow]output truncated at the output limit[/]")
+    sys.exit(result.exit_code if 0 <= result.exit_code <= 255 else 1)
+
+
+def _default_recorder() -> Any:
+    """The local run log, when the log package provides one."""
+    try:
+        from cellblock.logs.transport import default_recorder
+    except ImportError:
+        return None
+    return default_recorder()
+
+
+def main() -> None:
+    cli()
+
+
+# Sub-commands from their own modules.
