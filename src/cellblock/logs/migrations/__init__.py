@@ -1,0 +1,1 @@
+"""Alembic migrations of the run log, run programmatically when a store opens."""
