@@ -1,0 +1,89 @@
+"""The detection engine: runs every detector over records as they arrive, or over a batch.
+
+The log service calls :meth:`DetectionEngine.observe` on every ingested record, so a
+detector that raises must never break ingestion: its exception is logged and the other
+detectors still run. Alerts are de-duplicated by :attr:`Alert.alert_id`, within a bounded
+memory of recently raised ids.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+from cellblock.detect.base import Alert, Detector
+from cellblock.detect.encoding import EncodedPayloadDetector
+from cellblock.detect.unicode import UnicodeStegoDetector
+from cellblock.detect.violations import RepeatedViolationDetector
+from cellblock.logs.record import RunRecord
+
+__all__ = ["DetectionEngine", "default_detectors"]
+
+log = logging.getLogger(__name__)
+
+_SEEN_IDS_MAX = 200_000
+"""How many alert ids the engine remembers to suppress repeats (bounded memory)."""
+
+
+def default_detectors() -> list[Detector]:
+    """A fresh instance of every built-in detector, with default thresholds."""
+    return [
+        EncodedPayloadDetector(),
+        UnicodeStegoDetector(),
+        RepeatedViolationDetector(),
+    ]
+
+
+class DetectionEngine:
+    """Runs a set of detectors in streaming (``observe``/``finish``) or batch (``analyze``)
+    mode. Not thread-safe: give each ingesting thread its own engine or serialise calls."""
+
+    def __init__(self, detectors: Sequence[Detector] | None = None) -> None:
+        self.detectors: list[Detector] = (
+            list(detectors) if detectors is not None else default_detectors()
+        )
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self.records_seen = 0
+
+    def observe(self, record: RunRecord) -> list[Alert]:
+        """Feed one record to every detector; return the new alerts it triggers."""
+        self.records_seen += 1
+        alerts: list[Alert] = []
+        for detector in self.detectors:
+            try:
+                alerts.extend(detector.observe(record))
+            except Exception:  # one buggy detector must not stop ingestion or the others
+                log.exception("detector %s failed on run %s", detector.name, record.run_id)
+        return self._new(alerts)
+
+    def finish(self) -> list[Alert]:
+        """Alerts that need the whole batch (call once, after the last ``observe``)."""
+        alerts: list[Alert] = []
+        for detector in self.detectors:
+            try:
+                alerts.extend(detector.finish())
+            except Exception:
+                log.exception("detector %s failed in finish()", detector.name)
+        return self._new(alerts)
+
+    def analyze(self, records: Iterable[RunRecord]) -> list[Alert]:
+        """Batch mode: observe every record, then finish; alerts de-duplicated by id."""
+        alerts: list[Alert] = []
+        for record in records:
+            alerts.extend(self.observe(record))
+        alerts.extend(self.finish())
+        return alerts
+
+    def _new(self, alerts: list[Alert]) -> list[Alert]:
+        fresh: list[Alert] = []
+        for alert in alerts:
+            aid = alert.alert_id
+            if aid in self._seen:
+                self._seen.move_to_end(aid)
+                continue
+            self._seen[aid] = None
+            if len(self._seen) > _SEEN_IDS_MAX:
+                self._seen.popitem(last=False)
+            fresh.append(alert)
+        return fresh

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from typing import ClassVar
+
+from cellblock.detect.base import Alert, Detector
+from cellblock.detect.engine import DetectionEngine, default_detectors
+from cellblock.logs.record import RunRecord
+
+from .conftest import rec
+
+
+class _Boom(Detector):
+    name: ClassVar[str] = "boom"
+
+    def observe(self, record: RunRecord) -> list[Alert]:
+        raise RuntimeError("bug")
+
+
+class _Echo(Detector):
+    name: ClassVar[str] = "echo"
+
+    def observe(self, record: RunRecord) -> list[Alert]:
+        return [Alert(detector="echo", severity="low", agents=(record.agent_id,),
+                      run_ids=("same",), evidence="same finding")]
+
+    def finish(self) -> list[Alert]:
+        return [Alert(detector="echo", severity="low", agents=("x",), run_ids=("end",),
+                      evidence="batch")]
+
+
+def test_default_detectors_are_fresh_instances() -> None:
+    a, b = default_detectors(), default_detectors()
+    assert a and len(a) == len(b)
+    assert all(x is not y for x, y in zip(a, b, strict=True))
+    assert len({d.name for d in a}) == len(a)
+
+
+def test_engine_deduplicates_and_survives_buggy_detector() -> None:
+    engine = DetectionEngine([_Boom(), _Echo()])
+    first = engine.observe(rec())
+    second = engine.observe(rec())
+    assert len(first) == 1 and second == []
+    assert [a.evidence for a in engine.finish()] == ["batch"]
+
+
+def test_analyze_is_observe_plus_finish() -> None:
+    alerts = DetectionEngine([_Echo()]).analyze([rec(), rec(), rec()])
+    assert sorted(a.evidence for a in alerts) == ["batch", "same finding"]
+
+
+def test_clean_records_raise_nothing() -> None:
+    records = [rec(f"agent{i}", code="print(sum(range(10)))", stdout="45\n") for i in range(20)]
+    assert DetectionEngine().analyze(records) == []
