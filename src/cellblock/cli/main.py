@@ -137,3 +137,8 @@ def main() -> None:
 
 
 # Sub-commands from their own modules.
+from cellblock.cli import doctor as _doctor  # noqa: E402
+from cellblock.cli import image as _image  # noqa: E402
+
+cli.add_command(_image.image)
+cli.add_command(_doctor.doctor)
