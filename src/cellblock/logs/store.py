@@ -42,6 +42,7 @@ from cellblock.logs.schema import alert_agents, alerts, chain_head, runs
 __all__ = [
     "AgentSummary",
     "AppendResult",
+    "InvalidRecord",
     "LogStoreError",
     "Store",
     "StoredAlert",
@@ -96,6 +97,12 @@ class AgentSummary(BaseModel):
     alerts: int
     last_seq: int
     last_started_at: str
+
+
+class InvalidRecord(LogStoreError):
+    """A record the store cannot take as it is (e.g. an over-long id)."""
+
+    default_safe_message = "invalid run record"
 
 
 @dataclass
@@ -206,7 +213,7 @@ class Store:
         for rec in records:
             if not rec.run_id or len(rec.run_id) > _ID_MAX or len(rec.agent_id) > _ID_MAX \
                     or len(rec.session_id) > _ID_MAX:
-                raise LogStoreError(f"run_id, agent_id and session_id must be 1..{_ID_MAX} "
+                raise InvalidRecord(f"run_id, agent_id and session_id must be 1..{_ID_MAX} "
                                     "characters")
         bodies = [canonical_json(r) for r in records]
         try:

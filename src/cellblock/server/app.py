@@ -1,0 +1,245 @@
+"""The log service: ingestion API, query API, metrics, health and the dashboard.
+
+``create_app(settings)`` opens (and migrates) the store, warms the detectors up with the
+newest stored runs and returns a FastAPI app; ``cellblock serve`` runs it with uvicorn.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.concurrency import run_in_threadpool
+
+from cellblock.errors import PolicyError
+from cellblock.logs.record import RunRecord
+from cellblock.logs.store import InvalidRecord, LogStoreError, Store, StoredAlert, StoredRun
+from cellblock.server.metrics import Metrics
+from cellblock.server.render import alert_needles, highlight, visible
+from cellblock.server.service import AlertSource, IngestResult, IngestService
+from cellblock.server.settings import ServerSettings
+
+__all__ = ["RunBatch", "create_app"]
+
+_TEMPLATES = Path(__file__).parent / "templates"
+
+
+class RunBatch(BaseModel):
+    """Body of ``POST /v1/runs``: records in the order they were recorded."""
+
+    model_config = ConfigDict(frozen=True)
+
+    runs: list[RunRecord] = Field(max_length=100_000)
+
+
+def _default_engine() -> AlertSource:
+    from cellblock.detect.engine import DetectionEngine  # noqa: PLC0415 - heavy, lazy
+
+    return DetectionEngine()
+
+
+def create_app(
+    settings: ServerSettings | None = None,
+    *,
+    engine_factory: Callable[[], AlertSource] | None = None,
+) -> FastAPI:
+    """Build the service.
+
+    Args:
+        settings: Listening address (for the token rule), database, token, limits.
+        engine_factory: Builds a fresh detection engine (tests pass a fake); defaults to
+            :class:`cellblock.detect.engine.DetectionEngine` with every built-in detector.
+
+    Raises:
+        PolicyError: the host is not loopback and no token is set.
+        LogStoreError: the database cannot be opened or migrated.
+    """
+    settings = settings or ServerSettings()
+    if not settings.loopback and not settings.token:
+        raise PolicyError(
+            f"refusing to accept runs on {settings.host} without an API token",
+            hint="pass --token (or CELLBLOCK_SERVE_TOKEN), or bind to 127.0.0.1",
+        )
+    store = Store(settings.db_url)
+    metrics = Metrics()
+    service = IngestService(store, engine_factory or _default_engine, metrics,
+                            warm_runs=settings.warm_runs)
+    service.warm_up()
+
+    app = FastAPI(title="cellblock log service", version="1", docs_url="/docs",
+                  redoc_url=None)
+    app.state.settings = settings
+    app.state.service = service
+    app.state.store = store
+
+    env = Environment(loader=FileSystemLoader(_TEMPLATES),
+                      autoescape=select_autoescape(default=True, default_for_string=True))
+    env.filters["highlight"] = highlight
+    env.filters["visible"] = visible
+    env.filters["ts"] = _short_ts
+    templates = Jinja2Templates(env=env)
+    expected = ("Bearer " + settings.token).encode() if settings.token else None
+
+    def authorised(request: Request) -> bool:
+        if expected is None:
+            return True
+        given = request.headers.get("authorization", "").encode()
+        return hmac.compare_digest(given, expected)
+
+    # -- API ---------------------------------------------------------------------------
+
+    @app.post("/v1/runs", response_model=IngestResult)
+    async def ingest(request: Request) -> Any:
+        """Store a batch of run records (idempotent by run_id) and run detection."""
+        if not authorised(request):
+            return JSONResponse({"detail": "missing or wrong bearer token"}, status_code=401,
+                                headers={"WWW-Authenticate": "Bearer"})
+        length = request.headers.get("content-length")
+        if length and length.isdigit() and int(length) > settings.max_body_bytes:
+            return JSONResponse({"detail": "batch too large"}, status_code=413)
+        body = await request.body()
+        if len(body) > settings.max_body_bytes:
+            return JSONResponse({"detail": "batch too large"}, status_code=413)
+        return await run_in_threadpool(_ingest_body, service, body, settings.max_batch)
+
+    @app.get("/v1/runs")
+    def list_runs(
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        after_seq: int | None = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    ) -> dict[str, Any]:
+        """Runs in chain order; page with ``after_seq=<next_after_seq>``."""
+        found = store.list_runs(agent_id=agent_id, session_id=session_id,
+                                after_seq=after_seq, limit=limit)
+        return {"runs": [_run_json(r) for r in found],
+                "next_after_seq": found[-1].seq if found else after_seq}
+
+    @app.get("/v1/runs/{run_id}")
+    def get_run(run_id: str) -> dict[str, Any]:
+        found = store.get_run(run_id)
+        if found is None:
+            raise HTTPException(404, "no such run")
+        return _run_json(found)
+
+    @app.get("/v1/alerts")
+    def list_alerts(
+        agent_id: str | None = None,
+        detector: str | None = None,
+        run_id: str | None = None,
+        after_id: int | None = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    ) -> dict[str, Any]:
+        """Alerts newest first; with ``after_id``, oldest first from there (for polling)."""
+        found = store.list_alerts(agent_id=agent_id, detector=detector, run_id=run_id,
+                                  after_id=after_id, limit=limit)
+        return {"alerts": [_alert_json(a) for a in found]}
+
+    @app.get("/v1/agents")
+    def list_agents() -> dict[str, Any]:
+        return {"agents": [a.model_dump() for a in store.agents()]}
+
+    @app.get("/healthz")
+    def health() -> JSONResponse:
+        try:
+            seq, digest = store.head()
+        except SQLAlchemyError:
+            return JSONResponse({"status": "error", "detail": "database unavailable"},
+                                status_code=503)
+        return JSONResponse({"status": "ok", "head_seq": seq, "head_hash": digest,
+                             "warmed_runs": service.warmed})
+
+    @app.get("/metrics")
+    def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    # -- dashboard ---------------------------------------------------------------------
+
+    @app.get("/", response_class=HTMLResponse)
+    def index(request: Request) -> HTMLResponse:
+        seq, digest = store.head()
+        return templates.TemplateResponse(request, "index.html", {
+            "agents": store.agents(), "alerts": store.list_alerts(limit=20),
+            "head_seq": seq, "head_hash": digest,
+        })
+
+    @app.get("/agents/{agent_id}", response_class=HTMLResponse)
+    def agent_page(request: Request, agent_id: str,
+                   before_seq: int | None = None) -> HTMLResponse:
+        found = store.list_runs(agent_id=agent_id, before_seq=before_seq, limit=200,
+                                newest_first=True)
+        agent_alerts = store.list_alerts(agent_id=agent_id, limit=500)
+        by_run: dict[str, list[StoredAlert]] = {}
+        for a in agent_alerts:
+            for rid in a.alert.run_ids:
+                by_run.setdefault(rid, []).append(a)
+        longest = max((r.record.duration_ms for r in found), default=0.0) or 1.0
+        return templates.TemplateResponse(request, "agent.html", {
+            "agent_id": agent_id, "runs": found, "alerts": agent_alerts, "by_run": by_run,
+            "longest": longest, "older": found[-1].seq if len(found) == 200 else None,
+        })
+
+    @app.get("/alerts", response_class=HTMLResponse)
+    def alerts_page(request: Request, detector: str | None = None) -> HTMLResponse:
+        found = store.list_alerts(detector=detector, limit=500)
+        return templates.TemplateResponse(request, "alerts.html", {
+            "alerts": found, "detector": detector,
+            "needles": {a.alert_id: alert_needles([a.alert]) for a in found},
+        })
+
+    @app.get("/runs/{run_id}", response_class=HTMLResponse)
+    def run_page(request: Request, run_id: str) -> HTMLResponse:
+        found = store.get_run(run_id)
+        if found is None:
+            raise HTTPException(404, "no such run")
+        run_alerts = store.list_alerts(run_id=run_id, limit=500)
+        return templates.TemplateResponse(request, "run.html", {
+            "run": found, "rec": found.record, "alerts": run_alerts,
+            "needles": alert_needles(a.alert for a in run_alerts),
+        })
+
+    app.router.add_event_handler("shutdown", store.close)
+    return app
+
+
+def _ingest_body(service: IngestService, body: bytes, max_batch: int) -> JSONResponse:
+    try:
+        batch = RunBatch.model_validate_json(body)
+    except ValidationError as exc:
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()[:20]]
+        return JSONResponse({"detail": errors}, status_code=422)
+    if len(batch.runs) > max_batch:
+        return JSONResponse({"detail": f"at most {max_batch} runs per batch"}, status_code=413)
+    try:
+        result = service.ingest(batch.runs)
+    except InvalidRecord as exc:
+        return JSONResponse({"detail": exc.safe_message}, status_code=422)
+    except LogStoreError as exc:
+        return JSONResponse({"detail": exc.safe_message}, status_code=503)
+    return JSONResponse(result.model_dump())
+
+
+def _run_json(run: StoredRun) -> dict[str, Any]:
+    return {"seq": run.seq, "hash": run.hash, "prev_hash": run.prev_hash,
+            "received_at": run.received_at, "record": run.record.model_dump(mode="json")}
+
+
+def _alert_json(stored: StoredAlert) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(stored.alert.model_dump_json())
+    body.update({"id": stored.id, "alert_id": stored.alert_id,
+                 "created_at": stored.created_at, "trigger_seq": stored.trigger_seq})
+    return body
+
+
+def _short_ts(value: str) -> str:
+    return value.replace("T", " ")[:23]

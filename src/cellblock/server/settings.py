@@ -1,0 +1,42 @@
+"""Settings of the log service (``cellblock serve``)."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ServerSettings", "is_loopback"]
+
+
+class ServerSettings(BaseModel):
+    """Where the service listens, where it stores, and who may write."""
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    db_url: str | None = None
+    """SQLAlchemy URL or SQLite path; default ``<cellblock_home>/runs.db``."""
+    token: str | None = None
+    """Bearer token required on ``POST /v1/runs``. Mandatory beyond loopback."""
+    warm_runs: int = Field(default=10_000, ge=0)
+    """How many of the newest stored runs are replayed into the detectors at start, so a
+    restart keeps recent correlation context (bounded to keep start-up quick)."""
+    max_batch: int = Field(default=10_000, ge=1)
+    """Most records accepted in one POST."""
+    max_body_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and 127.0.0.0/8 / ::1; False for anything else (incl. 0.0.0.0)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
