@@ -142,3 +142,8 @@ from cellblock.cli import image as _image  # noqa: E402
 
 cli.add_command(_image.image)
 cli.add_command(_doctor.doctor)
+from cellblock.cli import logs as _logs  # noqa: E402
+from cellblock.cli import serve as _serve  # noqa: E402
+
+cli.add_command(_serve.serve)
+cli.add_command(_logs.logs)

@@ -1,0 +1,51 @@
+"""``cellblock serve``: the central log service (ingestion API, detection, dashboard)."""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+
+from cellblock.cli.main import friendly_errors
+from cellblock.errors import CellblockError
+from cellblock.server.settings import ServerSettings
+
+__all__ = ["serve"]
+
+
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind. Anything but loopback requires --token.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--db", "db_url", default=None, envvar="CELLBLOCK_DB_URL",
+              help="SQLAlchemy URL or SQLite path [default: <cellblock home>/runs.db; "
+                   "env CELLBLOCK_DB_URL]. PostgreSQL: postgresql://user@host/db")
+@click.option("--token", default=None, envvar="CELLBLOCK_SERVE_TOKEN",
+              help="Bearer token required to POST runs [env CELLBLOCK_SERVE_TOKEN; the "
+                   "variable keeps it out of `ps`].")
+@click.option("--warm-runs", default=10_000, show_default=True, type=click.IntRange(0),
+              help="Newest stored runs replayed into the detectors at start.")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+@friendly_errors
+def _serve(*, host: str, port: int, db_url: str | None, token: str | None, warm_runs: int,
+           log_level: str) -> None:
+    """Run the log service: POST /v1/runs, GET /v1/runs and /v1/alerts, /metrics,
+    /healthz, and the dashboard at /."""
+    settings = ServerSettings(host=host, port=port, db_url=db_url, token=token or None,
+                              warm_runs=warm_runs)
+    try:
+        import uvicorn  # noqa: PLC0415 - optional extra, keeps `cellblock --help` fast
+
+        from cellblock.server.app import create_app  # noqa: PLC0415
+    except ImportError as exc:
+        raise CellblockError("the log service needs cellblock's server extra",
+                             hint="pip install 'cellblock[server]'") from exc
+    app = create_app(settings)
+    shown = f"[{host}]" if ":" in host else host
+    Console(stderr=True).print(
+        f"cellblock log service on http://{shown}:{port} "
+        f"(store: {app.state.store.engine.url.render_as_string(hide_password=True)}, "
+        f"ingestion {'token required' if token else 'open on loopback'})")
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+
+
+serve: click.Command = click.command(name="serve")(_serve)
