@@ -33,9 +33,13 @@ def _open(db_url: str | None) -> Store:
     return store
 
 
-@click.group(name="logs")
-def logs() -> None:
+def _logs() -> None:
     """Check and read the run log (the embedded store or a service's database)."""
+
+
+# Annotated, not decorated: cli.main imports this module at its bottom (an import cycle),
+# and mypy cannot infer a decorated object's type across the cycle.
+logs: click.Group = click.group(name="logs")(_logs)
 
 
 @_DB_OPTION
