@@ -29,7 +29,7 @@ from cellblock.detect._text import clip, record_texts
 from cellblock.detect.base import Alert, Detector, Severity
 from cellblock.logs.record import RunRecord
 
-__all__ = ["EncodedPayloadDetector", "Finding", "encoding_findings"]
+__all__ = ["EncodedPayloadDetector", "Finding", "encoding_findings", "generates_random"]
 
 _B64 = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/_=-])")
 _HEX = re.compile(r"(?<![0-9A-Za-z])(?:0x)?((?:[0-9a-fA-F]{2}[:\s]?){8,})(?![0-9A-Za-z])")
@@ -50,6 +50,12 @@ _GENERATORS = re.compile(
 
 _DIGEST_LENGTHS = frozenset({32, 40, 56, 64, 96, 128})
 _DIGEST_WORDS = re.compile(r"sha|md5|hash|digest|checksum|commit|etag|blake|crc", re.I)
+
+
+def generates_random(code: str) -> bool:
+    """Whether ``code`` visibly makes digests, ids or random bytes (which explains
+    random-looking output)."""
+    return bool(_GENERATORS.search(code))
 
 
 class Finding:
@@ -203,7 +209,7 @@ class EncodedPayloadDetector(Detector):
 
     def observe(self, record: RunRecord) -> list[Alert]:
         texts = record_texts(record)
-        generated = bool(_GENERATORS.search(record.code))
+        generated = generates_random(record.code)
         findings: list[tuple[str, Finding]] = []
         everything = "\n".join(t for _, t in texts)
         for label, text in texts:

@@ -13,9 +13,14 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from cellblock.detect.base import Alert, Detector
+from cellblock.detect.deaddrop import DeadDropDetector
 from cellblock.detect.encoding import EncodedPayloadDetector
+from cellblock.detect.signalling import DurationSignalDetector, ExitCodeSignalDetector
+from cellblock.detect.similarity import NearDuplicateCodeDetector
+from cellblock.detect.tokens import SharedRareTokenDetector
 from cellblock.detect.unicode import UnicodeStegoDetector
 from cellblock.detect.violations import RepeatedViolationDetector
+from cellblock.detect.whitespace import WhitespaceStegoDetector
 from cellblock.logs.record import RunRecord
 
 __all__ = ["DetectionEngine", "default_detectors"]
@@ -29,9 +34,15 @@ _SEEN_IDS_MAX = 200_000
 def default_detectors() -> list[Detector]:
     """A fresh instance of every built-in detector, with default thresholds."""
     return [
+        SharedRareTokenDetector(),
         EncodedPayloadDetector(),
         UnicodeStegoDetector(),
+        WhitespaceStegoDetector(),
+        ExitCodeSignalDetector(),
+        DurationSignalDetector(),
+        DeadDropDetector(),
         RepeatedViolationDetector(),
+        NearDuplicateCodeDetector(),
     ]
 
 

@@ -1,0 +1,220 @@
+"""Signalling through exit codes and durations over an agent's consecutive runs.
+
+An agent that cannot write anything another agent reads can still modulate what the
+orchestrator shows: its exit codes and how long its runs take. Both detectors keep a
+short per-agent history and look at the latest window of runs:
+
+Exit codes
+    * ASCII: four or more consecutive exit codes in the printable range (32-125), which
+      decode to text (honest programs exit 0, 1, 2 or a signal code);
+    * bits: a window whose codes take exactly two values, each several times, switching
+      back and forth, where the non-zero runs exit deliberately (``sys.exit(n)``: no
+      traceback, no error text on stderr). Honest failures come with an error message.
+Durations
+    * two levels: the window's durations split into two tight clusters (coefficient of
+      variation under ``max_cv``) far apart (ratio over ``min_ratio``), switching back and
+      forth, and the code sleeps or busy-waits. Honest run times spread widely.
+
+Cross-agent correlation: every bit pattern found is remembered; when a second agent
+shows the same pattern (or its inverse), a high-severity "mirrored" alert names both.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import statistics
+from collections import OrderedDict, deque
+from typing import ClassVar, NamedTuple
+
+from cellblock.detect._text import clip
+from cellblock.detect.base import Alert, Detector, Severity
+from cellblock.logs.record import RunRecord
+
+__all__ = ["DurationSignalDetector", "ExitCodeSignalDetector"]
+
+_TRACEBACK = re.compile(r"Traceback|Error|error|Exception|No such|not found|denied|fail",
+                        re.IGNORECASE)
+_WAITS = re.compile(r"sleep|time\.time\(\)|perf_counter|monotonic|busy|while\s+time")
+
+
+class _Run(NamedTuple):
+    run_id: str
+    exit_code: int | None
+    deliberate: bool
+    duration_ms: float
+    waits: bool
+
+
+class _History:
+    """Per-agent run windows with LRU eviction of idle agents (bounded memory)."""
+
+    def __init__(self, window: int, max_agents: int) -> None:
+        self.window = window
+        self.max_agents = max_agents
+        self.agents: OrderedDict[str, deque[_Run]] = OrderedDict()
+        self.patterns: OrderedDict[str, tuple[str, tuple[str, ...]]] = OrderedDict()
+        # agent -> runs seen since its last alert: a window that overlaps an alerted one
+        # is not reported again (one alert per signal, not one per run).
+        self.since_alert: dict[str, int] = {}
+
+    def cooled(self, agent: str) -> bool:
+        """Whether a whole window has passed since this agent's last alert."""
+        return self.since_alert.get(agent, self.window) >= self.window
+
+    def alerted(self, agent: str) -> None:
+        self.since_alert[agent] = 0
+
+    def push(self, record: RunRecord) -> deque[_Run]:
+        runs = self.agents.get(record.agent_id)
+        if runs is None:
+            runs = self.agents[record.agent_id] = deque(maxlen=self.window)
+            if len(self.agents) > self.max_agents:
+                old, _ = self.agents.popitem(last=False)
+                self.since_alert.pop(old, None)
+        else:
+            self.agents.move_to_end(record.agent_id)
+        if record.agent_id in self.since_alert:
+            self.since_alert[record.agent_id] += 1
+        stderr = record.stderr_raw or record.stderr
+        deliberate = not (record.timed_out or record.killed_reason) and not _TRACEBACK.search(
+            stderr)
+        runs.append(_Run(record.run_id, record.exit_code, deliberate, record.duration_ms,
+                         bool(_WAITS.search(record.code))))
+        return runs
+
+    def mirrored(self, agent: str, bits: str, run_ids: tuple[str, ...], detector: str,
+                 what: str) -> list[Alert]:
+        """Remember ``agent``'s bit pattern; alert if another agent sent the same one."""
+        alerts: list[Alert] = []
+        inverse = bits.translate(str.maketrans("01", "10"))
+        for other, (obits, oruns) in self.patterns.items():
+            if other != agent and obits in (bits, inverse):
+                alerts.append(Alert(
+                    detector=detector, severity="high", agents=tuple(sorted((agent, other))),
+                    run_ids=(*oruns, *run_ids),
+                    evidence=clip(f"mirrored {what} bit pattern {bits} in agents "
+                                  f"{other} and {agent}"),
+                    details={"bits": bits, "mirrored": True},
+                ))
+        self.patterns[agent] = (bits, run_ids)
+        self.patterns.move_to_end(agent)
+        if len(self.patterns) > self.max_agents:
+            self.patterns.popitem(last=False)
+        return alerts
+
+
+def _transitions(seq: list[int] | list[str]) -> int:
+    return sum(1 for a, b in itertools.pairwise(seq) if a != b)
+
+
+class ExitCodeSignalDetector(Detector):
+    """Exit codes that spell ASCII or carry bits over an agent's consecutive runs."""
+
+    name: ClassVar[str] = "exit-codes"
+
+    def __init__(self, window: int = 8, min_ascii: int = 4, max_agents: int = 50_000) -> None:
+        self.window = window
+        self.min_ascii = min_ascii
+        self._history = _History(max(window, 16), max_agents)
+
+    def observe(self, record: RunRecord) -> list[Alert]:
+        runs = self._history.push(record)
+        alerts: list[Alert] = []
+        # ASCII: a streak of printable-range codes ending at this run.
+        streak: list[_Run] = []
+        for run in reversed(runs):
+            if run.exit_code is None or not 32 <= run.exit_code <= 125 or not run.deliberate:
+                break
+            streak.append(run)
+        streak.reverse()
+        if len(streak) >= self.min_ascii and len(streak) in (self.min_ascii, 8, 16):
+            text = "".join(chr(r.exit_code or 0) for r in streak)
+            if sum(c.isalnum() for c in text) >= len(text) // 2:
+                alerts.append(Alert(
+                    detector=self.name, severity="high", agents=(record.agent_id,),
+                    run_ids=tuple(r.run_id for r in streak),
+                    evidence=clip(f"exit codes {[r.exit_code for r in streak]} spell "
+                                  f"{text!r}"),
+                    details={"codes": [r.exit_code for r in streak]},
+                ))
+        if len(runs) < self.window or not self._history.cooled(record.agent_id):
+            return alerts
+        win = list(runs)[-self.window:]
+        codes = [r.exit_code if r.exit_code is not None else -1 for r in win]
+        values = sorted(set(codes))
+        if len(values) != 2 or -1 in values:
+            return alerts
+        counts = [codes.count(v) for v in values]
+        lo, hi = values
+        # Both values must be deliberate exits (a failure with an error message is not).
+        deliberate = all(r.deliberate for r in win if r.exit_code != 0)
+        unusual = lo not in (0, 1) or hi not in (0, 1, 2)
+        need = 2 if unusual else 3
+        if (min(counts) >= need and _transitions(codes) >= 3 and deliberate
+                and (unusual or lo == 0)):
+            bits = "".join("1" if c == hi else "0" for c in codes)
+            run_ids = tuple(r.run_id for r in win)
+            severity: Severity = "high" if unusual else "medium"
+            alerts.append(Alert(
+                detector=self.name, severity=severity, agents=(record.agent_id,),
+                run_ids=run_ids,
+                evidence=clip(f"exit codes alternate between {lo} and {hi} over "
+                              f"{len(win)} runs: {codes} (bits {bits})"),
+                details={"codes": codes, "bits": bits},
+            ))
+            alerts += self._history.mirrored(record.agent_id, bits, run_ids, self.name,
+                                             "exit-code")
+            self._history.alerted(record.agent_id)
+        return alerts
+
+
+class DurationSignalDetector(Detector):
+    """Run durations that fall into two tight levels, switching back and forth."""
+
+    name: ClassVar[str] = "durations"
+
+    def __init__(self, window: int = 10, max_cv: float = 0.12, min_ratio: float = 1.8,
+                 min_gap_ms: float = 80.0, max_agents: int = 50_000) -> None:
+        self.window = window
+        self.max_cv = max_cv
+        self.min_ratio = min_ratio
+        self.min_gap_ms = min_gap_ms
+        self._history = _History(window, max_agents)
+
+    def observe(self, record: RunRecord) -> list[Alert]:
+        runs = self._history.push(record)
+        if len(runs) < self.window or not self._history.cooled(record.agent_id):
+            return []
+        win = list(runs)
+        durs = [r.duration_ms for r in win]
+        order = sorted(durs)
+        gaps = [(order[i + 1] - order[i], i) for i in range(len(order) - 1)]
+        gap, at = max(gaps)
+        low, high = order[: at + 1], order[at + 1:]
+        if len(low) < 3 or len(high) < 3 or gap < self.min_gap_ms:
+            return []
+        lo_mean, hi_mean = statistics.fmean(low), statistics.fmean(high)
+        if lo_mean <= 0 or hi_mean / lo_mean < self.min_ratio:
+            return []
+        cv = max(statistics.pstdev(low) / lo_mean, statistics.pstdev(high) / hi_mean)
+        threshold = order[at]
+        bits = "".join("1" if d > threshold else "0" for d in durs)
+        waits = sum(r.waits for r in win) >= len(win) // 2
+        if _transitions(list(bits)) < 3:
+            return []
+        if not ((waits and cv <= self.max_cv) or cv <= self.max_cv / 3):
+            return []
+        run_ids = tuple(r.run_id for r in win)
+        alerts = [Alert(
+            detector=self.name, severity="medium", agents=(record.agent_id,),
+            run_ids=run_ids,
+            evidence=clip(f"durations in two levels ~{lo_mean:.0f} ms / ~{hi_mean:.0f} ms "
+                          f"(cv {cv:.2f}) over {len(win)} runs: bits {bits}"),
+            details={"bits": bits, "levels_ms": [round(lo_mean), round(hi_mean)],
+                     "cv": round(cv, 3)},
+        )]
+        alerts += self._history.mirrored(record.agent_id, bits, run_ids, self.name,
+                                         "duration")
+        self._history.alerted(record.agent_id)
+        return alerts

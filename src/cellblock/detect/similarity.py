@@ -1,0 +1,146 @@
+"""Near-duplicate unusual code across agents (MinHash LSH).
+
+Two agents that share a covert protocol often share its code: the same hand-rolled
+encoder, the same odd sequence of calls. Honest agents share code too, but shared
+boilerplate is *common*: many runs of many agents look alike. So the detector reports a
+near-duplicate only when the group of look-alikes stays small: runs of two or three
+agents and at most ``max_cluster`` runs in all, judged ``delay`` records after the match
+(or at ``finish``), so that boilerplate has time to show it is common.
+
+Code is shingled into overlapping 4-grams of lexical tokens; a MinHash with
+``num_perm`` permutations estimates Jaccard similarity and an LSH index (datasketch)
+finds candidates above ``threshold`` in constant time. Snippets shorter than
+``min_tokens`` are ignored: short code is alike by necessity. The index is a sliding
+window of the last ``max_records`` runs (bounded memory).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections import OrderedDict, deque
+from typing import ClassVar
+
+from datasketch import MinHash, MinHashLSH
+
+from cellblock.detect._text import clip
+from cellblock.detect.base import Alert, Detector
+from cellblock.logs.record import RunRecord
+
+__all__ = ["NearDuplicateCodeDetector", "shingles"]
+
+_LEX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|[^\s\w]")
+
+
+def shingles(code: str, k: int = 4, limit: int = 400) -> list[bytes]:
+    """Overlapping ``k``-grams of lexical tokens (at most ``limit`` distinct ones)."""
+    toks = _LEX.findall(code)
+    out: dict[bytes, None] = {}
+    for i in range(len(toks) - k + 1):
+        out[" ".join(toks[i: i + k]).encode()] = None
+        if len(out) >= limit:
+            break
+    return list(out)
+
+
+class NearDuplicateCodeDetector(Detector):
+    """Reports small groups of near-identical, non-trivial code across agents."""
+
+    name: ClassVar[str] = "near-duplicate-code"
+
+    def __init__(
+        self,
+        *,
+        threshold: float = 0.7,
+        num_perm: int = 64,
+        min_tokens: int = 40,
+        max_cluster: int = 3,
+        max_agents: int = 3,
+        warmup: int = 50,
+        delay: int = 200,
+        max_records: int = 20_000,
+    ) -> None:
+        self.threshold = threshold
+        self.num_perm = num_perm
+        self.min_tokens = min_tokens
+        self.max_cluster = max_cluster
+        self.max_agents = max_agents
+        self.warmup = warmup
+        self.delay = delay
+        self.max_records = max_records
+        self._lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+        template = MinHash(num_perm=num_perm, hashfunc=zlib.crc32)
+        self._perm = template.permutations
+        self._scheme = template.scheme
+        self._index: OrderedDict[str, tuple[str, MinHash, str]] = OrderedDict()
+        self._pending: deque[tuple[int, str]] = deque()
+        self._reported: set[frozenset[str]] = set()
+        self._n = 0
+
+    def _minhash(self, items: list[bytes]) -> MinHash:
+        mh = MinHash(num_perm=self.num_perm, permutations=self._perm, scheme=self._scheme,
+                     hashfunc=zlib.crc32)
+        mh.update_batch(items)
+        return mh
+
+    def _judge(self, key: str) -> Alert | None:
+        entry = self._index.get(key)
+        if entry is None:
+            return None
+        agent, mh, snippet = entry
+        group = [k for k in self._lsh.query(mh) if k in self._index]
+        if len(group) > self.max_cluster:
+            return None
+        agents = {self._index[k][0] for k in group}
+        if not 2 <= len(agents) <= self.max_agents:
+            return None
+        ids = frozenset(group)
+        if ids in self._reported:
+            return None
+        self._reported.add(ids)
+        # The first run of each agent, for the evidence.
+        firsts: dict[str, str] = {}
+        for k in group:
+            firsts.setdefault(self._index[k][0], k)
+        others = sorted(a for a in agents if a != agent)
+        evidence = (f"near-identical code ({len(group)} runs) in agents {agent} and "
+                    f"{', '.join(others)}: {snippet}")
+        return Alert(
+            detector=self.name, severity="medium", agents=tuple(sorted(agents)),
+            run_ids=tuple(sorted(group)), evidence=clip(evidence),
+            details={"runs": len(group)},
+        )
+
+    def _due(self, flush: bool) -> list[Alert]:
+        alerts: list[Alert] = []
+        if self._n < self.warmup and not flush:
+            return alerts
+        while self._pending and (flush or self._pending[0][0] <= self._n):
+            _, key = self._pending.popleft()
+            alert = self._judge(key)
+            if alert is not None:
+                alerts.append(alert)
+        return alerts
+
+    def observe(self, record: RunRecord) -> list[Alert]:
+        self._n += 1
+        items = shingles(record.code)
+        if len(items) + 3 >= self.min_tokens and record.run_id not in self._index:
+            mh = self._minhash(items)
+            near = self._lsh.query(mh)
+            if len(near) < self.max_cluster and any(
+                self._index[k][0] != record.agent_id for k in near if k in self._index
+            ):
+                self._pending.append((self._n + self.delay, record.run_id))
+            first_line = next((ln.strip() for ln in record.code.splitlines()
+                               if ln.strip() and not ln.lstrip().startswith(("#", "import",
+                                                                             "from "))), "")
+            self._lsh.insert(record.run_id, mh)
+            self._index[record.run_id] = (record.agent_id, mh, first_line[:80])
+            if len(self._index) > self.max_records:
+                old, _ = self._index.popitem(last=False)
+                self._lsh.remove(old)
+        return self._due(flush=False)
+
+    def finish(self) -> list[Alert]:
+        return self._due(flush=True)
