@@ -94,7 +94,9 @@ def verify_chain(
     for link in links:
         broken = _check(link, expected_seq, prev)
         if broken:
-            return VerifyResult(checked, expected_seq - 1, prev, link.seq, broken)
+            # A gap is reported at the first missing seq, anything else at the bad row.
+            first = min(link.seq, expected_seq)
+            return VerifyResult(checked, expected_seq - 1, prev, first, broken)
         checked += 1
         expected_seq = link.seq + 1
         prev = link.hash

@@ -386,16 +386,17 @@ class Store:
                 select(runs.c.agent_id, func.count().label("n"), func.max(runs.c.seq).label("last"))
                 .group_by(runs.c.agent_id)
             ).all()
-            alert_rows: dict[str, int] = dict(conn.execute(
-                select(alert_agents.c.agent_id, func.count()).group_by(alert_agents.c.agent_id)
-            ).tuples().all())
+            alert_rows: dict[str, int] = {
+                str(agent): int(n) for agent, n in conn.execute(
+                    select(alert_agents.c.agent_id, func.count())
+                    .group_by(alert_agents.c.agent_id))
+            }
             last_seqs = [int(r.last) for r in run_rows]
             started: dict[int, str] = {}
             for i in range(0, len(last_seqs), _CHUNK):
-                started.update(conn.execute(
+                started.update((int(seq), str(at)) for seq, at in conn.execute(
                     select(runs.c.seq, runs.c.started_at)
-                    .where(runs.c.seq.in_(last_seqs[i:i + _CHUNK]))
-                ).tuples().all())
+                    .where(runs.c.seq.in_(last_seqs[i:i + _CHUNK]))))
         out = [
             AgentSummary(agent_id=str(r.agent_id), runs=int(r.n),
                          alerts=int(alert_rows.get(r.agent_id, 0)), last_seq=int(r.last),
