@@ -18,12 +18,13 @@ __all__ = ["Language", "NetworkPolicy", "Policy", "Protection"]
 Language = Literal["python", "bash"]
 """Languages a sandbox can run."""
 
-Protection = Literal["seccomp", "cgroups"]
+Protection = Literal["seccomp"]
 """Protections a user may explicitly opt out of with ``Policy.unsafe_allow_missing``.
 
 ``seccomp``: run even if no seccomp filter can be installed.
-``cgroups``: run with rlimits only when cgroup memory/pids limits cannot be applied
-(rlimits are weaker: RLIMIT_NPROC counts every process of the host uid).
+
+(Memory and pids limits need no opt-out: where no cgroup can be created they fall back to
+rlimits, and every result says which one enforced them in ``limits_enforced_by``.)
 """
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -82,7 +83,7 @@ class Policy(BaseModel):
     marked truncated."""
     network: NetworkPolicy = NetworkPolicy()
     """Network access; ``"none"`` by default. Accepts the shorthand string ``"none"``."""
-    env: Mapping[str, str] = Field(default_factory=dict)
+    env: Mapping[str, str] = Field(default_factory=dict, validate_default=True)
     """Environment of the sandboxed program on top of a fixed minimal base (PATH, HOME,
     LANG, TMPDIR). Nothing is inherited from the host."""
     unsafe_allow_missing: frozenset[Protection] = frozenset()

@@ -1,0 +1,217 @@
+"""The bubblewrap backend: namespaces + seccomp + a cgroup per call, no daemon.
+
+Each call runs in its own bwrap sandbox (see :mod:`.spawn` for its life cycle):
+
+* a read-only root filesystem built by ``cellblock image build`` (never the host's);
+* code and input files bound read-only into ``/work``, which is otherwise a size-capped
+  tmpfs; ``/tmp`` and ``/dev/shm`` are private size-capped tmpfs mounts;
+* new user, PID, IPC, UTS, network and cgroup namespaces, with user namespaces disabled
+  inside; only a private loopback interface; hostname ``sandbox``;
+* uid 1000 inside, an unprivileged per-sandbox uid outside (when run as root), no
+  capabilities, NO_NEW_PRIVS, a new session (no controlling terminal);
+* the seccomp filter from :mod:`cellblock.backends.seccomp_rules`;
+* memory and pids limits in a per-call cgroup (rlimits where no cgroup can be made);
+* a wall-clock timeout and output caps that kill the whole pid namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import Field
+
+from cellblock.backends.base import (
+    CODE_DIR,
+    Backend,
+    BackendOptions,
+    CancelToken,
+    ExecRequest,
+    HostCheck,
+    RawOutcome,
+)
+from cellblock.backends.bwrap.cgroups import detect_cgroups
+from cellblock.backends.bwrap.pool import PrespawnPool
+from cellblock.backends.bwrap.seccomp import SeccompUnavailable, compiled_filter
+from cellblock.backends.bwrap.spawn import PreparedSandbox, Reaper, SpawnConfig, SpawnKey
+from cellblock.errors import ImageNotFound, ProtectionUnavailable, SandboxUnavailable
+from cellblock.images.store import DEFAULT_IMAGE, require_rootfs
+from cellblock.policy import Policy
+
+__all__ = ["BwrapBackend", "BwrapOptions"]
+
+
+class BwrapOptions(BackendOptions):
+    """Options of the bwrap backend."""
+
+    image: str = DEFAULT_IMAGE
+    """Name of a root filesystem built with ``cellblock image build``."""
+    rootfs: Path | None = None
+    """Use this directory as the root filesystem instead of a named image."""
+    bwrap: str = "bwrap"
+    """The bubblewrap binary (name on PATH or absolute path)."""
+    nofile: int = Field(default=256, ge=16, le=65536)
+    """Open files per process inside the sandbox."""
+    pool_size: int = Field(default=4, ge=0, le=64)
+    """Spawned-but-never-started sandboxes kept ready per policy; 0 disables the pool.
+    Calls with input files always spawn their own sandbox."""
+    pool_max_age_s: float = Field(default=60.0, gt=0, le=3600)
+    """A pooled sandbox older than this is destroyed and replaced."""
+
+
+class BwrapBackend(Backend):
+    """Runs each call in a fresh bubblewrap sandbox over a read-only Debian root."""
+
+    name: ClassVar[str] = "bwrap"
+    options_type: ClassVar[type[BackendOptions]] = BwrapOptions
+
+    def __init__(self, options: BackendOptions | None = None) -> None:
+        super().__init__(options)
+        assert isinstance(self.options, BwrapOptions)
+        self.opts: BwrapOptions = self.options
+        self._lock = threading.Lock()
+        self._config: SpawnConfig | None = None
+        self._config_no_seccomp: SpawnConfig | None = None
+        self._pool: PrespawnPool | None = None
+        self._reaper = Reaper()
+        self._closed = False
+
+    # -- setup ---------------------------------------------------------------------------
+
+    def prepare(self, policy: Policy) -> None:
+        self._check_network(policy)
+        self._spawn_config(allow_no_seccomp="seccomp" in policy.unsafe_allow_missing)
+
+    @staticmethod
+    def _check_network(policy: Policy) -> None:
+        if policy.network.mode != "none":
+            raise ProtectionUnavailable(
+                "network allowlist",
+                hint="allowlisted egress needs the cellblock egress proxy, which this release "
+                "does not include; use network='none'",
+            )
+
+    def _spawn_config(self, *, allow_no_seccomp: bool) -> SpawnConfig:
+        with self._lock:
+            if self._config is None:
+                bwrap = shutil.which(self.opts.bwrap)
+                if bwrap is None:
+                    raise SandboxUnavailable(
+                        "the bwrap backend is not installed on this host",
+                        hint="apt-get install bubblewrap",
+                        detail=f"{self.opts.bwrap!r} not found on PATH",
+                    )
+                if shutil.which("prlimit") is None:
+                    raise SandboxUnavailable(
+                        "the bwrap backend needs prlimit", hint="apt-get install util-linux"
+                    )
+                rootfs = self.opts.rootfs or require_rootfs(self.opts.image)
+                if not (rootfs / CODE_DIR.lstrip("/")).is_dir():
+                    raise ImageNotFound(
+                        self.opts.image,
+                        hint="rebuild it: cellblock image build --force",
+                        detail=f"{rootfs} has no {CODE_DIR} mountpoint",
+                    )
+                try:
+                    program: bytes | None = compiled_filter()
+                except SeccompUnavailable:
+                    if not allow_no_seccomp:
+                        raise
+                    program = None
+                cgroups = detect_cgroups() if os.geteuid() == 0 else None
+                if cgroups is not None:
+                    cgroups.reap_stale()
+                self._config = SpawnConfig(
+                    bwrap=bwrap,
+                    rootfs=rootfs,
+                    nofile=self.opts.nofile,
+                    seccomp_program=program,
+                    cgroups=cgroups,
+                    reaper=self._reaper,
+                )
+            if self._config.seccomp_program is None and not allow_no_seccomp:
+                raise SeccompUnavailable("libseccomp could not compile the filter")
+            return self._config
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def execute(self, request: ExecRequest, cancel: CancelToken) -> RawOutcome:
+        if self._closed:
+            raise SandboxUnavailable("the bwrap backend has been closed")
+        policy = request.policy
+        self._check_network(policy)
+        config = self._spawn_config(allow_no_seccomp="seccomp" in policy.unsafe_allow_missing)
+        key = SpawnKey(
+            language=request.language,
+            scratch_mb=policy.scratch_mb,
+            memory_mb=policy.memory_mb,
+            max_pids=policy.max_pids,
+            env=tuple(sorted(policy.env.items())),
+            seccomp=config.seccomp_program is not None,
+        )
+        sandbox: PreparedSandbox | None = None
+        if not request.files and self.opts.pool_size > 0:
+            sandbox = self._get_pool(config).take(key)
+        if sandbox is None:
+            sandbox = PreparedSandbox(config, key, request.files)
+        try:
+            return sandbox.run(
+                request.code.encode("utf-8", "surrogateescape"),
+                request.stdin,
+                policy.timeout_s,
+                policy.output_limit_bytes,
+                cancel,
+            )
+        finally:
+            sandbox.destroy()
+
+    def _get_pool(self, config: SpawnConfig) -> PrespawnPool:
+        with self._lock:
+            if self._pool is None:
+                self._pool = PrespawnPool(
+                    lambda key: PreparedSandbox(config, key, {}),
+                    size=self.opts.pool_size,
+                    max_age_s=self.opts.pool_max_age_s,
+                )
+            return self._pool
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+        self._reaper.drain()
+
+    @classmethod
+    def host_checks(cls) -> list[HostCheck]:
+        checks: list[HostCheck] = []
+        path = shutil.which("bwrap")
+        if path is None:
+            checks.append(HostCheck("bwrap", "fail", "bubblewrap is not installed",
+                                    "apt-get install bubblewrap"))
+        else:
+            checks.append(HostCheck("bwrap", "ok", path))
+        try:
+            compiled_filter()
+            checks.append(HostCheck("seccomp", "ok", "libseccomp compiled the filter"))
+        except SeccompUnavailable as exc:
+            checks.append(HostCheck("seccomp", "fail", exc.detail or exc.safe_message, exc.hint))
+        manager = detect_cgroups() if os.geteuid() == 0 else None
+        if manager is None:
+            checks.append(HostCheck(
+                "cgroups", "warn",
+                "no writable cgroup hierarchy: memory and pids limits use rlimits (weaker)",
+                "run cellblock as root on a host with cgroup v2 or v1 memory+pids controllers",
+            ))
+        else:
+            checks.append(HostCheck("cgroups", "ok", f"per-call cgroups ({manager.version})"))
+        try:
+            require_rootfs(DEFAULT_IMAGE)
+            checks.append(HostCheck("image", "ok", "default root filesystem is built"))
+        except ImageNotFound as exc:
+            checks.append(HostCheck("image", "fail", exc.safe_message, exc.hint))
+        return checks
