@@ -20,3 +20,47 @@ def make_record(i: int, *, agent: str | None = None, **fields: object) -> RunRec
     }
     base.update(fields)
     return RunRecord.model_validate(base)
+
+
+class LiveServer:
+    """A real uvicorn server for an app, on a loopback port, in a background thread."""
+
+    def __init__(self, app: object, port: int | None = None) -> None:
+        import socket  # noqa: PLC0415
+        import threading  # noqa: PLC0415
+
+        import uvicorn  # noqa: PLC0415
+
+        if port is None:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",  # type: ignore[arg-type]
+                                access_log=False)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        import time  # noqa: PLC0415
+
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+
+
+def free_port() -> int:
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
