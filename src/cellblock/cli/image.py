@@ -100,6 +100,7 @@ def list_() -> None:
     for col in ("name", "digest", "size", "packages", "built at", "docker"):
         table.add_column(col)
     for info in images:
-        table.add_row(info.name, info.digest[:19], _human(info.size_bytes),
+        table.add_row(info.name, info.digest.removeprefix("sha256:")[:12],
+                      _human(info.size_bytes),
                       str(len(info.packages)), info.built_at, docker_state[info.name])
     console.print(table)
