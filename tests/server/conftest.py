@@ -1,19 +1,26 @@
-"""Fixtures for the log service tests (databases come from tests/logs/pg_support.py)."""
+"""Fixtures for the log service tests. Databases and record helpers come from tests/logs
+(loaded by path: tests/ is not a package, so it cannot be imported by name)."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
-_name = "cellblock_tests_pg_support"
-if _name not in sys.modules:
-    _path = Path(__file__).resolve().parent.parent / "logs" / "pg_support.py"
-    _spec = importlib.util.spec_from_file_location(_name, _path)
-    assert _spec is not None and _spec.loader is not None
-    sys.modules[_name] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules[_name])
-_pg = sys.modules[_name]
+
+def _load(name: str, filename: str) -> ModuleType:
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "logs" / filename
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+_load("cellblock_tests_helpers", "helpers.py")
+_pg = _load("cellblock_tests_pg_support", "pg_support.py")
 pg_server = _pg.pg_server
 pg_url = _pg.pg_url
 db_url = _pg.db_url
