@@ -54,6 +54,7 @@ BWRAP_REQUIRED_OPTIONS = ("--disable-userns", "--json-status-fd", "--block-fd")
 BWRAP_CHECKS = ("bwrap", "bwrap sandbox")
 """The checks that decide the exit code: bwrap is the backend that must always work."""
 NOBODY = 65534
+_BUG = "a bug in this check: report it with the detail shown"
 _TIMEOUT = 20.0
 
 
@@ -115,7 +116,8 @@ def check_bwrap_sandbox() -> HostCheck:
     try:
         proc = _as_unprivileged(cmd)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return HostCheck("bwrap sandbox", "fail", f"bwrap did not run: {exc}")
+        return HostCheck("bwrap sandbox", "fail", f"bwrap did not run: {exc}",
+                         "reinstall bubblewrap: apt-get install --reinstall bubblewrap")
     if proc.returncode == 0:
         return HostCheck("bwrap sandbox", "ok",
                          "an unprivileged uid can create a sandbox with all namespaces")
@@ -294,20 +296,21 @@ def check_backends() -> list[HostCheck]:
     for name in available_backends():
         try:
             cls = get_backend_class(name)
-        except ImportError as exc:
+        except CellblockError as exc:
+            checks.append(HostCheck(f"{name} backend", "fail", exc.safe_message,
+                                    exc.hint or "pip install the package that provides it"))
+            continue
+        except Exception as exc:
             checks.append(HostCheck(f"{name} backend", "fail",
                                     f"unavailable: {type(exc).__name__}: {_short(str(exc))}",
                                     "reinstall cellblock, or its extra for this backend"))
-            continue
-        except CellblockError as exc:
-            checks.append(HostCheck(f"{name} backend", "fail", exc.safe_message, exc.hint))
             continue
         try:
             own = cls.host_checks()
         except Exception as exc:
             checks.append(HostCheck(f"{name} backend", "fail",
                                     f"host_checks() raised {type(exc).__name__}: "
-                                    f"{_short(str(exc))}"))
+                                    f"{_short(str(exc))}", _BUG))
             continue
         if not own:
             checks.append(HostCheck(f"{name} backend", "ok", "loads; no host checks of its own"))
@@ -319,7 +322,8 @@ def _safe(name: str, check: Callable[[], HostCheck | list[HostCheck]]) -> list[H
     try:
         result = check()
     except Exception as exc:
-        return [HostCheck(name, "fail", f"check crashed: {type(exc).__name__}: {exc}")]
+        return [HostCheck(name, "fail", f"check crashed: {type(exc).__name__}: {_short(str(exc))}",
+                          _BUG)]
     return result if isinstance(result, list) else [result]
 
 
