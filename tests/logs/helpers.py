@@ -26,10 +26,10 @@ class LiveServer:
     """A real uvicorn server for an app, on a loopback port, in a background thread."""
 
     def __init__(self, app: object, port: int | None = None) -> None:
-        import socket  # noqa: PLC0415
-        import threading  # noqa: PLC0415
+        import socket
+        import threading
 
-        import uvicorn  # noqa: PLC0415
+        import uvicorn
 
         if port is None:
             with socket.socket() as s:
@@ -43,7 +43,7 @@ class LiveServer:
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> LiveServer:
-        import time  # noqa: PLC0415
+        import time
 
         self.thread.start()
         deadline = time.monotonic() + 20
@@ -59,7 +59,7 @@ class LiveServer:
 
 
 def free_port() -> int:
-    import socket  # noqa: PLC0415
+    import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

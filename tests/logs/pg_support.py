@@ -106,8 +106,8 @@ def pg_server() -> Iterator[str]:
 
 
 def _fresh_pg_database(admin_url: str) -> Iterator[str]:
-    import psycopg  # noqa: PLC0415
-    from sqlalchemy.engine import make_url  # noqa: PLC0415
+    import psycopg
+    from sqlalchemy.engine import make_url
 
     url = make_url(admin_url.replace("postgresql://", "postgresql+psycopg://", 1))
     name = f"cb_test_{uuid.uuid4().hex[:12]}"
