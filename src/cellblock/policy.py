@@ -8,10 +8,10 @@ from the host environment, small limits. Shorthands are accepted at the boundary
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 __all__ = ["Language", "NetworkPolicy", "Policy", "Protection"]
 
@@ -112,20 +112,33 @@ class Policy(BaseModel):
         # A plain dict inside a frozen model could still be mutated by the caller.
         return _FrozenEnv(value)
 
+    @field_serializer("env")
+    def _serialize_env(self, value: Mapping[str, str]) -> dict[str, str]:
+        return dict(value)
 
-class _FrozenEnv(dict[str, str]):
-    """A dict that refuses mutation, so a frozen Policy stays frozen."""
 
-    def _readonly(self, *args: object, **kwargs: object) -> None:
-        raise TypeError("Policy.env is read-only")
+class _FrozenEnv(Mapping[str, str]):
+    """An immutable, hashable mapping, so a frozen Policy stays frozen and hashable."""
 
-    __setitem__ = _readonly  # type: ignore[assignment]
-    __delitem__ = _readonly  # type: ignore[assignment]
-    clear = _readonly  # type: ignore[assignment]
-    pop = _readonly  # type: ignore[assignment]
-    popitem = _readonly  # type: ignore[assignment]
-    setdefault = _readonly  # type: ignore[assignment]
-    update = _readonly  # type: ignore[assignment]
+    __slots__ = ("_data",)
 
-    def __hash__(self) -> int:  # type: ignore[override]
-        return hash(tuple(sorted(self.items())))
+    def __init__(self, data: Mapping[str, str]) -> None:
+        self._data = dict(data)
+
+    def __getitem__(self, key: str) -> str:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._data.items())))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self._data) == dict(other)
+
+    def __repr__(self) -> str:
+        return repr(self._data)

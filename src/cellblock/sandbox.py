@@ -241,12 +241,11 @@ class Sandbox:
                     f"invalid input file name {name!r}: use a plain name like 'data.csv' "
                     "(letters, digits, '.', '_', '-'; no directories; not main.py/main.sh)"
                 )
-            if isinstance(content, str):
-                content = content.encode()
-            if not isinstance(content, bytes | bytearray):
+            data = content.encode() if isinstance(content, str) else content
+            if not isinstance(data, bytes | bytearray):
                 raise PolicyError(f"input file {name!r} must be bytes")
-            total += len(content)
-            checked[name] = bytes(content)
+            total += len(data)
+            checked[name] = bytes(data)
         if total > _MAX_FILES_BYTES:
             raise PolicyError("input files are larger than 64 MiB in total")
         stdin_bytes = stdin.encode() if isinstance(stdin, str) else stdin

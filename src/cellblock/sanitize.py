@@ -20,6 +20,7 @@ the sanitiser adds no information of its own.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import pwd
@@ -78,10 +79,8 @@ def host_facts() -> HostFacts:
         Path("/var/lib/docker"),
     ):
         _add_path(paths, str(candidate))
-        try:
+        with contextlib.suppress(OSError):
             _add_path(paths, str(candidate.resolve()))
-        except OSError:
-            pass
 
     hostname = socket.gethostname()
     for name in {hostname, hostname.split(".")[0], socket.getfqdn()}:

@@ -8,7 +8,7 @@ import sys
 import click
 from rich.console import Console
 
-from cellblock.cli.main import friendly_errors
+from cellblock.cli._common import friendly_errors
 
 __all__ = ["doctor"]
 
@@ -20,7 +20,7 @@ def _doctor(as_json: bool) -> None:
 
     Exits 0 when bwrap sandboxes work here, 1 otherwise.
     """
-    from cellblock.doctor import (  # noqa: PLC0415 - keeps `cellblock --help` fast
+    from cellblock.doctor import (
         bwrap_works,
         render_report,
         report_json,

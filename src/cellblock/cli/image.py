@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from cellblock.cli.main import friendly_errors
+from cellblock.cli._common import friendly_errors
 from cellblock.errors import CellblockError
 from cellblock.images.store import DEFAULT_IMAGE, ImageInfo, docker_tag, image_dir, list_images
 
@@ -47,12 +47,12 @@ image: click.Group = click.group(name="image")(_image_group)
 def build(*, name: str, suite: str, packages: tuple[str, ...], mirror: str | None, docker: bool,
            force: bool, quiet: bool) -> None:
     """Build a Debian root filesystem with debootstrap (needs root; about a minute)."""
-    from cellblock.images.build import (  # noqa: PLC0415 - keeps `cellblock --help` fast
+    from cellblock.images.build import (
         BuildRequest,
         RichProgress,
         SilentProgress,
     )
-    from cellblock.images.build import build as do_build  # noqa: PLC0415
+    from cellblock.images.build import build as do_build
 
     request = BuildRequest(name=name, suite=suite, packages=packages, mirror=mirror,
                            docker=docker, force=force)
@@ -71,7 +71,7 @@ def build(*, name: str, suite: str, packages: tuple[str, ...], mirror: str | Non
 
 def _docker_state(images: list[ImageInfo]) -> dict[str, str]:
     """'yes'/'no' per image name, or why it could not be asked."""
-    from cellblock.images.build import docker_client, docker_image_present  # noqa: PLC0415
+    from cellblock.images.build import docker_client, docker_image_present
 
     try:
         client: Any = docker_client(timeout=5)

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from cellblock.cli.main import friendly_errors
+from cellblock.cli._common import friendly_errors
 from cellblock.logs.store import LogStoreError, Store, default_db_url, normalize_db_url
 
 __all__ = ["logs"]

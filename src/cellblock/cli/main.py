@@ -7,48 +7,22 @@ message with the fix, never as a traceback.
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
-from rich.console import Console
 
-from cellblock.errors import CellblockError
+from cellblock.cli import bench as _bench
+from cellblock.cli import check as _check
+from cellblock.cli import doctor as _doctor
+from cellblock.cli import image as _image
+from cellblock.cli import logs as _logs
+from cellblock.cli import serve as _serve
+from cellblock.cli._common import console, friendly_errors
 from cellblock.policy import Policy
 from cellblock.sandbox import Sandbox
-
-console = Console(stderr=True)
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def friendly_errors(func: F) -> F:
-    """Turn cellblock and validation errors into a message and exit code 2."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from pydantic import ValidationError
-
-        try:
-            return func(*args, **kwargs)
-        except CellblockError as exc:
-            console.print(f"[bold red]error:[/] {exc.safe_message}")
-            if exc.hint:
-                console.print(f"[yellow]fix:[/] {exc.hint}")
-            if exc.detail:
-                console.print(f"[dim]detail: {exc.detail}[/]")
-            sys.exit(2)
-        except ValidationError as exc:
-            for err in exc.errors():
-                loc = ".".join(str(p) for p in err["loc"]) or "value"
-                console.print(f"[bold red]error:[/] {loc}: {err['msg']}")
-            sys.exit(2)
-
-    return wrapper  # type: ignore[return-value]
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="cellblock")
@@ -106,7 +80,7 @@ def run(
     stdin = Path(stdin_path).read_bytes() if stdin_path else None
     from cellblock.cli._options import backend_options
 
-    with Sandbox(backend, policy, options=backend_options(backend, image),
+    with Sandbox(backend, policy, options=backend_options(backend, image, pool=False),
                  agent_id=agent_id, recorder=_default_recorder()) as sandbox:
         result = sandbox.run(code, language or "python", files=files, stdin=stdin)  # type: ignore[arg-type]
     if as_json:
@@ -137,13 +111,9 @@ def main() -> None:
 
 
 # Sub-commands from their own modules.
-from cellblock.cli import doctor as _doctor  # noqa: E402
-from cellblock.cli import image as _image  # noqa: E402
-
 cli.add_command(_image.image)
 cli.add_command(_doctor.doctor)
-from cellblock.cli import logs as _logs  # noqa: E402
-from cellblock.cli import serve as _serve  # noqa: E402
-
 cli.add_command(_serve.serve)
 cli.add_command(_logs.logs)
+cli.add_command(_check.selfcheck)
+cli.add_command(_bench.bench)

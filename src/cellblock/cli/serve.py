@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from rich.console import Console
 
-from cellblock.cli.main import friendly_errors
+from cellblock.cli._common import friendly_errors
 from cellblock.errors import CellblockError
 from cellblock.server.settings import ServerSettings
 
@@ -33,9 +33,9 @@ def _serve(*, host: str, port: int, db_url: str | None, token: str | None, warm_
     settings = ServerSettings(host=host, port=port, db_url=db_url, token=token or None,
                               warm_runs=warm_runs)
     try:
-        import uvicorn  # noqa: PLC0415 - optional extra, keeps `cellblock --help` fast
+        import uvicorn
 
-        from cellblock.server.app import create_app  # noqa: PLC0415
+        from cellblock.server.app import create_app
     except ImportError as exc:
         raise CellblockError("the log service needs cellblock's server extra",
                              hint="pip install 'cellblock[server]'") from exc

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cellblock.backends.base import BackendOptions
+from cellblock.errors import CellblockError
 from cellblock.policy import Policy
 from cellblock.result import ExecResult
 from cellblock.sandbox import Sandbox
@@ -385,7 +386,9 @@ print(json.dumps(res))
     expect(sent.get("self_connect") is True, "sender's own listener must work", results["sender"])
     expect(sent.get("accepted_from_others") == 0, "sender accepted a foreign connection",
            results["sender"])
-    expect("connected" not in got["tcp"] and "connected" not in got["abstract"],
+    tcp, abstract = got["tcp"], got["abstract"]
+    assert isinstance(tcp, list) and isinstance(abstract, list)
+    expect("connected" not in tcp and "connected" not in abstract,
            f"receiver reached the sender: {got}")
     expect(got["files"] == [], f"receiver saw the sender's files: {got}")
 
@@ -587,7 +590,7 @@ def run_checks(
             except CheckFailed as exc:
                 yield CheckOutcome(item.name, False, str(exc), time.monotonic() - start)
             except Exception as exc:  # an infrastructure error is a failure with evidence
-                detail = getattr(exc, "operator_message", lambda: repr(exc))()
+                detail = exc.operator_message() if isinstance(exc, CellblockError) else repr(exc)
                 yield CheckOutcome(item.name, False, f"{type(exc).__name__}: {detail}",
                                    time.monotonic() - start)
             else:

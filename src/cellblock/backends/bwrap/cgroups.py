@@ -74,7 +74,7 @@ class CgroupManager(ABC):
 
 
 def _write(path: Path, value: str) -> None:
-    with open(path, "w") as fh:  # noqa: PTH123 - cgroupfs wants a single write
+    with open(path, "w") as fh:
         fh.write(value)
 
 

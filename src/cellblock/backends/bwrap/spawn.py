@@ -503,7 +503,7 @@ class PreparedSandbox:
                 try:
                     self.proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
-                    log.error("bwrap pid %s did not exit after SIGKILL", self.proc.pid)
+                    log.exception("bwrap pid %s did not exit after SIGKILL", self.proc.pid)
             if self.cgroup is not None:
                 # bwrap has exited, so the namespace is gone; anything still in the cgroup
                 # is killed now, and the empty cgroup is removed off the hot path.

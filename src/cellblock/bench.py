@@ -1,0 +1,196 @@
+"""Per-call benchmarks with a baseline measured in the same run.
+
+The machine is noisy, so absolute numbers mean little; what we report is our figure next
+to a baseline measured interleaved with it, in the same process, on the same load:
+
+* bwrap: the *floor*, the same interpreter in the same root filesystem with no sandbox
+  (``chroot ROOTFS python3 FILE``; without root, the image's interpreter cannot be
+  entered, and the host's ``python3`` is used and labelled as such).
+* docker / gvisor: the tutorial's design, ``docker run --rm --network none -v TMP:/app:ro
+  IMAGE python3 /app/script.py`` through a subprocess, on the same image.
+
+Throughput is measured with several concurrent callers sharing one :class:`Sandbox`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from cellblock.backends.base import BackendOptions
+from cellblock.errors import CellblockError, SandboxUnavailable
+from cellblock.policy import Policy
+from cellblock.sandbox import Sandbox
+
+__all__ = ["BenchReport", "Series", "run_bench"]
+
+CODE = "print(1)"
+
+
+class Series(BaseModel):
+    """Per-call wall times of one series, in milliseconds."""
+
+    label: str
+    n: int
+    p50_ms: float
+    p95_ms: float
+    mean_ms: float
+    min_ms: float
+
+    @classmethod
+    def of(cls, label: str, samples: list[float]) -> Series:
+        ordered = sorted(samples)
+        return cls(
+            label=label,
+            n=len(samples),
+            p50_ms=round(statistics.median(ordered), 3),
+            p95_ms=round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 3),
+            mean_ms=round(statistics.fmean(ordered), 3),
+            min_ms=round(ordered[0], 3),
+        )
+
+
+class BenchReport(BaseModel):
+    backend: str
+    code: str
+    sandbox: Series
+    baseline: Series
+    overhead_p50_ms: float
+    """sandbox p50 minus baseline p50."""
+    overhead_p95_ms: float
+    ratio_p50: float
+    """sandbox p50 divided by baseline p50."""
+    concurrency: int
+    calls_per_s: float
+    """Throughput with ``concurrency`` callers sharing one Sandbox."""
+    failures: int
+    notes: list[str]
+
+
+def _time(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def _floor_runner(backend: str, options: BackendOptions | None) -> tuple[str, Callable[[], object]]:
+    """The no-sandbox baseline for the bwrap backend."""
+    from cellblock.backends.bwrap import BwrapOptions
+    from cellblock.images.store import require_rootfs
+
+    opts = options if isinstance(options, BwrapOptions) else BwrapOptions()
+    rootfs = opts.rootfs or require_rootfs(opts.image)
+    if os.geteuid() == 0 and shutil.which("chroot"):
+        cmd = ["chroot", str(rootfs), "python3", "-c", CODE]
+        return "floor: chroot IMAGE python3 (no sandbox)", lambda: subprocess.run(
+            cmd, capture_output=True, check=True
+        )
+    cmd = ["python3", "-c", CODE]
+    return "floor: host python3 (no sandbox; not root, cannot enter the image)", lambda: (
+        subprocess.run(cmd, capture_output=True, check=True)
+    )
+
+
+def _tutorial_runner(options: BackendOptions | None) -> tuple[str, Callable[[], object]]:
+    from cellblock.backends.docker import baseline
+
+    image = baseline.image_for(options)
+    tmp = tempfile.mkdtemp(prefix="cellblock-bench-")
+    Path(tmp, "script.py").write_text(CODE)
+    # The container's user must be able to read the mounted script.
+    os.chmod(tmp, 0o755)  # noqa: S103
+    os.chmod(Path(tmp, "script.py"), 0o644)
+
+    def run() -> object:
+        return baseline.tutorial_docker_run(image, Path(tmp))
+
+    return "baseline: tutorial `docker run --rm --network none -v TMP:/app:ro`", run
+
+
+def run_bench(
+    backend: str,
+    n: int = 200,
+    concurrency: int = 4,
+    options: BackendOptions | None = None,
+    warmup: int = 5,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> BenchReport:
+    """Measure ``backend`` against its baseline, interleaving the two series."""
+    policy = Policy(timeout_s=30)
+    notes: list[str] = []
+    cleanup: list[Callable[[], None]] = []
+    if backend == "bwrap":
+        label, baseline = _floor_runner(backend, options)
+    elif backend in ("docker", "gvisor"):
+        label, baseline = _tutorial_runner(options)
+    else:
+        raise SandboxUnavailable(f"no baseline is defined for backend {backend!r}")
+    failures = 0
+    ours: list[float] = []
+    base: list[float] = []
+    with Sandbox(backend, policy, options=options, agent_id="bench") as sandbox:
+        for _ in range(warmup):
+            sandbox.run(CODE)
+            baseline()
+        for i in range(n):
+            # Interleave so that load spikes hit both series alike.
+            start = time.perf_counter()
+            res = sandbox.run(CODE)
+            ours.append((time.perf_counter() - start) * 1000)
+            if res.stdout != "1\n":
+                failures += 1
+            base.append(_time(baseline))
+            if progress:
+                progress("sequential", i + 1, n)
+        # Throughput: `concurrency` callers, n calls in total.
+        done = 0
+        lock = threading.Lock()
+        errors: list[BaseException] = []
+
+        def worker(count: int) -> None:
+            nonlocal done
+            for _ in range(count):
+                try:
+                    sandbox.run(CODE)
+                except CellblockError as exc:
+                    errors.append(exc)
+                with lock:
+                    done += 1
+                    if progress:
+                        progress("concurrent", done, n)
+
+        per = [n // concurrency + (1 if i < n % concurrency else 0) for i in range(concurrency)]
+        threads = [threading.Thread(target=worker, args=(c,)) for c in per]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - start
+        failures += len(errors)
+    for fn in cleanup:
+        fn()
+    ours_s = Series.of(f"cellblock {backend}", ours)
+    base_s = Series.of(label, base)
+    return BenchReport(
+        backend=backend,
+        code=CODE,
+        sandbox=ours_s,
+        baseline=base_s,
+        overhead_p50_ms=round(ours_s.p50_ms - base_s.p50_ms, 3),
+        overhead_p95_ms=round(ours_s.p95_ms - base_s.p95_ms, 3),
+        ratio_p50=round(ours_s.p50_ms / base_s.p50_ms, 3) if base_s.p50_ms else 0.0,
+        concurrency=concurrency,
+        calls_per_s=round(n / elapsed, 1),
+        failures=failures,
+        notes=notes,
+    )

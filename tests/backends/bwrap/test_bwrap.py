@@ -1,0 +1,106 @@
+"""bwrap-specific behaviour beyond the conformance suite: pool, cgroups, fail-closed."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from cellblock import Policy, Sandbox
+from cellblock.backends.bwrap import BwrapOptions
+from cellblock.backends.bwrap.cgroups import detect_cgroups
+from cellblock.backends.bwrap.seccomp import SeccompUnavailable
+from cellblock.errors import ProtectionUnavailable
+from tests.conftest import require
+from tests.helpers import require_default_image
+
+pytestmark = pytest.mark.integration
+
+
+def bwrap_processes() -> list[str]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().split(b"\0")[0]
+            except OSError:
+                continue
+            if cmd.endswith(b"bwrap"):
+                out.append(entry.name)
+    return out
+
+
+def test_pool_sandboxes_are_used_once_and_cleaned_up() -> None:
+    require_default_image()
+    before = set(bwrap_processes())
+    sb = Sandbox("bwrap", options=BwrapOptions(pool_size=2))
+    seen: set[str] = set()
+    for _ in range(6):
+        r = sb.run("import os\nprint(os.stat('/work').st_ino, open('/proc/1/stat').read().split()[21])")
+        assert r.exit_code == 0, r
+        # A sandbox identity: its /work tmpfs inode and the start time of its init.
+        assert r.stdout not in seen, "a sandbox was reused"
+        seen.add(r.stdout)
+        # What the previous call wrote is never there.
+        r = sb.run("import os\nprint(sorted(os.listdir('.')))\nopen('left-behind', 'w').write('x')")
+        assert r.stdout.strip() == "['main.py']", r
+    sb.close()
+    time.sleep(0.2)
+    assert set(bwrap_processes()) <= before, "pool left bwrap processes after close()"
+
+
+def test_pool_entries_expire() -> None:
+    require_default_image()
+    sb = Sandbox("bwrap", options=BwrapOptions(pool_size=1, pool_max_age_s=0.2))
+    assert sb.run("print(1)").stdout == "1\n"
+    time.sleep(0.6)  # the pooled sandbox is now too old and must be replaced, not used
+    assert sb.run("print(2)").stdout == "2\n"
+    sb.close()
+
+
+def test_cgroups_enforce_limits_as_root() -> None:
+    require_default_image()
+    require(os.geteuid() == 0, "cgroups need root")
+    require(detect_cgroups() is not None, "no writable cgroup hierarchy")
+    with Sandbox("bwrap", Policy(memory_mb=64)) as sb:
+        r = sb.run("print(1)")
+    assert r.limits_enforced_by == "cgroup"
+    for parent in (Path("/sys/fs/cgroup/memory/cellblock"), Path("/sys/fs/cgroup/cellblock")):
+        if parent.is_dir():
+            deadline = time.monotonic() + 10
+            while [p for p in parent.iterdir() if p.is_dir()] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not [p for p in parent.iterdir() if p.is_dir()], "per-call cgroups left behind"
+
+
+def test_seccomp_missing_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    require_default_image()
+    from cellblock.backends.bwrap import backend as backend_mod
+
+    def broken() -> bytes:
+        raise SeccompUnavailable("libseccomp missing (simulated)")
+
+    monkeypatch.setattr(backend_mod, "compiled_filter", broken)
+    with pytest.raises(ProtectionUnavailable) as exc:
+        Sandbox("bwrap")
+    assert exc.value.protection == "seccomp"
+    # An explicit opt-out runs, without the filter.
+    with Sandbox("bwrap", Policy(unsafe_allow_missing={"seccomp"}),
+                 options=BwrapOptions(pool_size=0)) as sb:
+        assert sb.run("print('ran')").stdout == "ran\n"
+
+
+def test_no_leftovers_after_many_calls_with_timeouts() -> None:
+    require_default_image()
+    before = set(bwrap_processes())
+    with Sandbox("bwrap", Policy(timeout_s=0.5)) as sb:
+        for i in range(20):
+            code = "while True: pass" if i % 4 == 0 else "print(1)"
+            r = sb.run(code)
+            assert r.killed_reason == ("timeout" if i % 4 == 0 else None)
+    time.sleep(0.2)
+    assert set(bwrap_processes()) <= before
+
+
