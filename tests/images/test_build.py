@@ -8,7 +8,9 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import tarfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -480,3 +482,64 @@ def test_real_build_docker_import(real_image: tuple[Path, ImageInfo]) -> None:
     finally:
         with contextlib.suppress(docker.errors.ImageNotFound):
             client.images.remove(tag)
+
+
+def test_docker_unreachable_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cellblock.errors import SandboxUnavailable
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    info = ImageInfo(name="x", digest="sha256:00")
+    with pytest.raises(SandboxUnavailable) as exc:
+        b.import_to_docker(info)
+    assert "not reachable" in exc.value.safe_message
+    assert exc.value.hint and "dockerd" in exc.value.hint
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if text.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.integration
+@needs_root
+def test_ctrl_c_mid_build_leaves_nothing(home: Path) -> None:
+    """SIGINT while debootstrap runs: no staging dir, no mount, no process is left."""
+    script = (
+        "import signal\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "from cellblock.images.build import build_image\n"
+        "try:\n"
+        "    build_image('ctrlc', progress=False)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    images = home / "images"
+    try:
+        # Wait until debootstrap has mounted /proc in the target (or, where it does not,
+        # is configuring packages): the worst moment to be interrupted.
+        while proc.poll() is None:
+            if images.is_dir() and (b.mounts_under(images)
+                                    or list(images.glob(".ctrlc.build-*/rootfs/usr/bin/python3"))):
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the build ended before it could be interrupted"
+        proc.send_signal(2)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "interrupted" in out
+    assert list(images.iterdir()) == []
+    assert b.mounts_under(home) == []
+    assert _processes_mentioning(str(home)) == []
