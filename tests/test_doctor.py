@@ -205,3 +205,17 @@ def test_unreachable_docker_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> Non
     assert checks[0].name == "docker" and checks[0].status == "warn"
     assert "dockerd" in (checks[0].fix or "")
     assert checks[1].name == "gvisor (runsc)" and checks[1].status == "warn"
+
+
+def test_backend_check_names_are_prefixed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Prefixed(_ChecksBackend):
+        name: ClassVar[str] = "doctor-test-prefixed"
+
+        @classmethod
+        def host_checks(cls) -> list[HostCheck]:
+            return [HostCheck("doctor-test-prefixed: daemon", "ok", "up")]
+
+    monkeypatch.setattr(backends, "_registered", dict(backends._registered))
+    register_backend(Prefixed)
+    monkeypatch.setattr(d, "available_backends", lambda: ["doctor-test-prefixed"])
+    assert [c.name for c in d.check_backends()] == ["doctor-test-prefixed: daemon"]

@@ -28,7 +28,13 @@ from rich.table import Table
 from cellblock.backends import available_backends, get_backend_class
 from cellblock.backends.base import HostCheck
 from cellblock.errors import CellblockError
-from cellblock.images.store import DEFAULT_IMAGE, image_dir, list_images, require_rootfs
+from cellblock.images.store import (
+    DEFAULT_IMAGE,
+    docker_tag,
+    image_dir,
+    list_images,
+    require_rootfs,
+)
 
 __all__ = [
     "BWRAP_CHECKS",
@@ -250,7 +256,7 @@ def check_docker() -> list[HostCheck]:
                  "the dockerd process")
     runsc_path = shutil.which("runsc")
     try:
-        import docker  # noqa: PLC0415 - doctor must work without a reachable daemon
+        import docker
 
         client = docker.from_env(timeout=5)
         info: dict[str, Any] = client.info()
@@ -268,6 +274,7 @@ def check_docker() -> list[HostCheck]:
                                     "without the daemon", runsc_fix))
         return checks
     checks = [HostCheck("docker", "ok", f"Docker {info.get('ServerVersion', '?')} reachable")]
+    checks.append(_check_docker_image(client))
     runtimes: dict[str, Any] = info.get("Runtimes") or {}
     runsc = runtimes.get("runsc")
     if runsc_path is None and runsc is None:
@@ -288,6 +295,21 @@ def check_docker() -> list[HostCheck]:
             checks.append(HostCheck("gvisor (runsc)", "ok",
                                     f"runtime runsc ({runsc.get('path', '?')}) --network=none"))
     return checks
+
+
+def _check_docker_image(client: Any) -> HostCheck:
+    """The default image's Docker mirror exists and was imported from the current tree."""
+    name = "docker image"
+    info = next((i for i in list_images() if i.name == DEFAULT_IMAGE), None)
+    if info is None:
+        return HostCheck(name, "warn", "no default root filesystem to mirror yet",
+                         "cellblock image build --docker")
+    found = client.images.list(filters={"label": f"cellblock.digest={info.digest}"})
+    if not found:
+        return HostCheck(name, "warn",
+                         f"{docker_tag(DEFAULT_IMAGE)} is missing or older than the rootfs",
+                         "cellblock image build --docker")
+    return HostCheck(name, "ok", f"{docker_tag(DEFAULT_IMAGE)} matches the default rootfs")
 
 
 def check_backends() -> list[HostCheck]:
@@ -314,7 +336,10 @@ def check_backends() -> list[HostCheck]:
             continue
         if not own:
             checks.append(HostCheck(f"{name} backend", "ok", "loads; no host checks of its own"))
-        checks.extend(HostCheck(f"{name}: {c.name}", c.status, c.detail, c.fix) for c in own)
+        for c in own:
+            # Some backends already name their checks "<backend>: ..."; do not say it twice.
+            label = c.name if c.name.startswith(f"{name}:") else f"{name}: {c.name}"
+            checks.append(HostCheck(label, c.status, c.detail, c.fix))
     return checks
 
 
