@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import threading
 from pathlib import Path
 from typing import ClassVar
@@ -42,6 +43,19 @@ from cellblock.images.store import DEFAULT_IMAGE, require_rootfs
 from cellblock.policy import Policy
 
 __all__ = ["BwrapBackend", "BwrapOptions"]
+
+
+def _check_world_readable(rootfs: Path) -> None:
+    """Sandboxes run under an unprivileged host uid, which must reach the image."""
+    for part in [rootfs, *rootfs.parents]:
+        mode = part.stat().st_mode
+        if not mode & stat.S_IXOTH or (part == rootfs and not mode & stat.S_IROTH):
+            raise SandboxUnavailable(
+                "the sandbox image is not readable by the sandbox user",
+                detail=f"{part} has mode {stat.filemode(mode)}; sandboxes run as an "
+                "unprivileged uid and need o+rx on the image and every parent directory",
+                hint=f"chmod o+rx {part}, or keep images under a world-readable CELLBLOCK_HOME",
+            )
 
 
 class BwrapOptions(BackendOptions):
@@ -108,7 +122,11 @@ class BwrapBackend(Backend):
                     raise SandboxUnavailable(
                         "the bwrap backend needs prlimit", hint="apt-get install util-linux"
                     )
-                rootfs = self.opts.rootfs or require_rootfs(self.opts.image)
+                # Resolved: bwrap runs as another uid, which must not have to traverse
+                # a private directory that merely holds a symlink to the image.
+                rootfs = (self.opts.rootfs or require_rootfs(self.opts.image)).resolve()
+                if os.geteuid() == 0:
+                    _check_world_readable(rootfs)
                 if not (rootfs / CODE_DIR.lstrip("/")).is_dir():
                     raise ImageNotFound(
                         self.opts.image,

@@ -252,6 +252,9 @@ class PreparedSandbox:
         if self.cgroup is not None:
             try:
                 self.cgroup.add(self.sandbox_pid)
+            except ProcessLookupError as exc:
+                # bwrap died during setup (bad mount, no permission): say why.
+                raise self._setup_failure("bwrap exited during setup") from exc
             except OSError as exc:
                 raise SandboxUnavailable(
                     detail=f"cannot move the sandbox into its cgroup: {exc}"
