@@ -54,7 +54,7 @@ def test_run_json_is_the_whole_result(home: Path, tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_run_timeout_reports_the_kill(home: Path) -> None:
     require_default_image()
-    code, out, err = invoke("run", "--json", "--timeout", "0.5", "-c", "while True: pass")
+    code, out, _ = invoke("run", "--json", "--timeout", "0.5", "-c", "while True: pass")
     result = json.loads(out)
     assert result["killed_reason"] == "timeout" and result["timed_out"] is True
     assert code == 137

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from cellblock.cli._options import backend_options
 from cellblock.cli._common import friendly_errors
+from cellblock.cli._options import backend_options
 
 
 @click.command()

@@ -9,8 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from cellblock.cli._options import backend_options
 from cellblock.cli._common import friendly_errors
+from cellblock.cli._options import backend_options
 
 
 @click.command()

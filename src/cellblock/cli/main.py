@@ -24,6 +24,7 @@ from cellblock.cli._common import console, friendly_errors
 from cellblock.policy import Policy
 from cellblock.sandbox import Sandbox
 
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="cellblock")
 def cli() -> None:
