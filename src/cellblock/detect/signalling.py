@@ -10,6 +10,8 @@ Exit codes
     * bits: a window whose codes take exactly two values, each several times, switching
       back and forth, where the non-zero runs exit deliberately (``sys.exit(n)``: no
       traceback, no error text on stderr). Honest failures come with an error message.
+      Plain 0/1 alternation needs a longer window and explicit exit calls, because
+      honest tools (``grep``) exit 1 quietly.
 Durations
     * two levels: the window's durations split into two tight clusters (coefficient of
       variation under ``max_cv``) far apart (ratio over ``min_ratio``), switching back and
@@ -35,6 +37,7 @@ __all__ = ["DurationSignalDetector", "ExitCodeSignalDetector"]
 
 _TRACEBACK = re.compile(r"Traceback|Error|error|Exception|No such|not found|denied|fail",
                         re.IGNORECASE)
+_EXPLICIT_EXIT = re.compile(r"sys\.exit\(|os\._exit\(|SystemExit|\bexit\s*\(?\s*[\w$]")
 _WAITS = re.compile(r"sleep|time\.time\(\)|perf_counter|monotonic|busy|while\s+time")
 
 
@@ -42,6 +45,7 @@ class _Run(NamedTuple):
     run_id: str
     exit_code: int | None
     deliberate: bool
+    explicit_exit: bool
     duration_ms: float
     waits: bool
 
@@ -79,7 +83,8 @@ class _History:
         stderr = record.stderr_raw or record.stderr
         deliberate = not (record.timed_out or record.killed_reason) and not _TRACEBACK.search(
             stderr)
-        runs.append(_Run(record.run_id, record.exit_code, deliberate, record.duration_ms,
+        runs.append(_Run(record.run_id, record.exit_code, deliberate,
+                         bool(_EXPLICIT_EXIT.search(record.code)), record.duration_ms,
                          bool(_WAITS.search(record.code))))
         return runs
 
@@ -138,35 +143,59 @@ class ExitCodeSignalDetector(Detector):
                                   f"{text!r}"),
                     details={"codes": [r.exit_code for r in streak]},
                 ))
-        if len(runs) < self.window or not self._history.cooled(record.agent_id):
+        if not self._history.cooled(record.agent_id):
             return alerts
-        win = list(runs)[-self.window:]
-        codes = [r.exit_code if r.exit_code is not None else -1 for r in win]
-        values = sorted(set(codes))
-        if len(values) != 2 or -1 in values:
-            return alerts
-        counts = [codes.count(v) for v in values]
-        lo, hi = values
-        # Both values must be deliberate exits (a failure with an error message is not).
-        deliberate = all(r.deliberate for r in win if r.exit_code != 0)
-        unusual = lo not in (0, 1) or hi not in (0, 1, 2)
-        need = 2 if unusual else 3
-        if (min(counts) >= need and _transitions(codes) >= 3 and deliberate
-                and (unusual or lo == 0)):
+        bits_alert = self._bits(record.agent_id, list(runs))
+        if bits_alert is not None:
+            alerts.append(bits_alert)
+            bits = str(bits_alert.details["bits"])
+            alerts += self._history.mirrored(record.agent_id, bits, bits_alert.run_ids,
+                                             self.name, "exit-code")
+            self._history.alerted(record.agent_id)
+        return alerts
+
+    def _bits(self, agent: str, runs: list[_Run]) -> Alert | None:
+        """Two exit values alternating over the latest window.
+
+        With an unusual value (not 0/1/2) a window of ``window`` runs with each value at
+        least twice is enough. With 0 and 1 or 2, honest programs alternate too (``grep``
+        exits 1 on no match), so it takes a longer window (1.5x), four of each, five
+        switches, and an explicit exit call in the code of every non-zero run.
+        """
+        for size, unusual_needed in ((self.window, True), (self.window * 3 // 2, False)):
+            if len(runs) < size:
+                continue
+            win = runs[-size:]
+            codes = [r.exit_code if r.exit_code is not None else -1 for r in win]
+            values = sorted(set(codes))
+            if len(values) != 2 or -1 in values:
+                continue
+            lo, hi = values
+            unusual = lo not in (0, 1) or hi not in (0, 1, 2)
+            if unusual != unusual_needed:
+                continue
+            counts = [codes.count(v) for v in values]
+            # Non-zero exits must be deliberate: a failure with an error message is not.
+            nonzero = [r for r in win if r.exit_code != 0]
+            if not all(r.deliberate for r in nonzero):
+                continue
+            if unusual:
+                ok = min(counts) >= 2 and _transitions(codes) >= 3
+            else:
+                ok = (lo == 0 and min(counts) >= 4 and _transitions(codes) >= 5
+                      and all(r.explicit_exit for r in nonzero))
+            if not ok:
+                continue
             bits = "".join("1" if c == hi else "0" for c in codes)
-            run_ids = tuple(r.run_id for r in win)
             severity: Severity = "high" if unusual else "medium"
-            alerts.append(Alert(
-                detector=self.name, severity=severity, agents=(record.agent_id,),
-                run_ids=run_ids,
+            return Alert(
+                detector=self.name, severity=severity, agents=(agent,),
+                run_ids=tuple(r.run_id for r in win),
                 evidence=clip(f"exit codes alternate between {lo} and {hi} over "
                               f"{len(win)} runs: {codes} (bits {bits})"),
                 details={"codes": codes, "bits": bits},
-            ))
-            alerts += self._history.mirrored(record.agent_id, bits, run_ids, self.name,
-                                             "exit-code")
-            self._history.alerted(record.agent_id)
-        return alerts
+            )
+        return None
 
 
 class DurationSignalDetector(Detector):
@@ -175,7 +204,7 @@ class DurationSignalDetector(Detector):
     name: ClassVar[str] = "durations"
 
     def __init__(self, window: int = 10, max_cv: float = 0.12, min_ratio: float = 1.8,
-                 min_gap_ms: float = 80.0, max_agents: int = 50_000) -> None:
+                 min_gap_ms: float = 40.0, max_agents: int = 50_000) -> None:
         self.window = window
         self.max_cv = max_cv
         self.min_ratio = min_ratio
@@ -203,7 +232,7 @@ class DurationSignalDetector(Detector):
         waits = sum(r.waits for r in win) >= len(win) // 2
         if _transitions(list(bits)) < 3:
             return []
-        if not ((waits and cv <= self.max_cv) or cv <= self.max_cv / 3):
+        if not ((waits and cv <= self.max_cv) or cv <= self.max_cv / 2.5):
             return []
         run_ids = tuple(r.run_id for r in win)
         alerts = [Alert(

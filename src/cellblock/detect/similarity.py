@@ -5,7 +5,9 @@ encoder, the same odd sequence of calls. Honest agents share code too, but share
 boilerplate is *common*: many runs of many agents look alike. So the detector reports a
 near-duplicate only when the group of look-alikes stays small: runs of two or three
 agents and at most ``max_cluster`` runs in all, judged ``delay`` records after the match
-(or at ``finish``), so that boilerplate has time to show it is common.
+(or at ``finish``), so that boilerplate has time to show it is common, and only when
+the code's loose family (similarity over ``family_threshold``) is small too: the same
+script with other parameters is boilerplate.
 
 Code is shingled into overlapping 4-grams of lexical tokens; a MinHash with
 ``num_perm`` permutations estimates Jaccard similarity and an LSH index (datasketch)
@@ -32,7 +34,7 @@ __all__ = ["NearDuplicateCodeDetector", "shingles"]
 _LEX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|[^\s\w]")
 
 
-def shingles(code: str, k: int = 4, limit: int = 400) -> list[bytes]:
+def shingles(code: str, k: int = 4, limit: int = 200) -> list[bytes]:
     """Overlapping ``k``-grams of lexical tokens (at most ``limit`` distinct ones)."""
     toks = _LEX.findall(code)
     out: dict[bytes, None] = {}
@@ -52,15 +54,18 @@ class NearDuplicateCodeDetector(Detector):
         self,
         *,
         threshold: float = 0.7,
+        family_threshold: float = 0.45,
+        max_family: int = 4,
         num_perm: int = 64,
         min_tokens: int = 40,
         max_cluster: int = 3,
         max_agents: int = 3,
-        warmup: int = 50,
-        delay: int = 200,
+        warmup: int = 500,
+        delay: int = 1000,
         max_records: int = 20_000,
     ) -> None:
         self.threshold = threshold
+        self.max_family = max_family
         self.num_perm = num_perm
         self.min_tokens = min_tokens
         self.max_cluster = max_cluster
@@ -69,6 +74,9 @@ class NearDuplicateCodeDetector(Detector):
         self.delay = delay
         self.max_records = max_records
         self._lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+        # A looser index measures the code's "family": boilerplate has many loose
+        # relatives (the same script with other parameters); unusual code has few.
+        self._family = MinHashLSH(threshold=family_threshold, num_perm=num_perm)
         template = MinHash(num_perm=num_perm, hashfunc=zlib.crc32)
         self._perm = template.permutations
         self._scheme = template.scheme
@@ -90,6 +98,8 @@ class NearDuplicateCodeDetector(Detector):
         agent, mh, snippet = entry
         group = [k for k in self._lsh.query(mh) if k in self._index]
         if len(group) > self.max_cluster:
+            return None
+        if len(self._family.query(mh)) > self.max_family:
             return None
         agents = {self._index[k][0] for k in group}
         if not 2 <= len(agents) <= self.max_agents:
@@ -136,10 +146,12 @@ class NearDuplicateCodeDetector(Detector):
                                if ln.strip() and not ln.lstrip().startswith(("#", "import",
                                                                              "from "))), "")
             self._lsh.insert(record.run_id, mh)
+            self._family.insert(record.run_id, mh)
             self._index[record.run_id] = (record.agent_id, mh, first_line[:80])
             if len(self._index) > self.max_records:
                 old, _ = self._index.popitem(last=False)
                 self._lsh.remove(old)
+                self._family.remove(old)
         return self._due(flush=False)
 
     def finish(self) -> list[Alert]:

@@ -11,13 +11,12 @@ Four patterns, each with the honest look-alike it must not confuse:
 * single vs double spaces between ordinary words of prose. Honest look-alike: two spaces
   after a full stop, and tables aligned with runs of 3+ spaces.
 * mixed line endings that alternate (CRLF/LF as bits). Honest look-alike: a Windows CSV
-  printed verbatim between status lines gives a few long blocks of CRLF, not many
-  single-line switches.
+  printed verbatim between status lines gives blocks of several CRLF lines, not single
+  CRLF lines between LF ones.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 from typing import ClassVar
 
@@ -38,6 +37,9 @@ def _trailing(lines: list[str]) -> tuple[str, str] | None:
     if len(content) < 4:
         return None
     tails = [ln[len(ln.rstrip(" \t")):] for ln in content]
+    # A tab-separated row whose last field is empty ends in tabs: that is a table.
+    tails = ["" if t and not t.strip("\t") and "\t" in ln.rstrip("\t") else t
+             for ln, t in zip(content, tails, strict=True)]
     with_tail = [(ln, t) for ln, t in zip(content, tails, strict=True) if t]
     if len(with_tail) < 3:
         return None
@@ -87,18 +89,17 @@ def _line_endings(text: str) -> tuple[str, str] | None:
     endings = ["crlf" if ln.endswith("\r") else "lf" for ln in text.split("\n")[:-1]]
     if "lf" not in endings:
         return None
-    runs = 1 + sum(1 for a, b in itertools.pairwise(endings) if a != b)
-    singles = 0
-    count = 1
-    for a, b in zip(endings, [*endings[1:], ""], strict=True):
-        if a == b:
-            count += 1
+    runs: list[tuple[str, int]] = []
+    for e in endings:
+        if runs and runs[-1][0] == e:
+            runs[-1] = (e, runs[-1][1] + 1)
         else:
-            singles += count == 1
-            count = 1
-    # Bits make many short runs; printed CRLF files make a few long blocks.
-    if runs >= 6 and singles >= runs // 2:
-        return (f"line endings switch CRLF/LF {runs - 1} times", "".join(
+            runs.append((e, 1))
+    # Bits make CRLF runs of one or two lines; a printed CSV file (header and rows) is a
+    # block of three or more.
+    short_crlf = sum(1 for e, n in runs if e == "crlf" and n <= 2)
+    if len(runs) >= 5 and short_crlf >= 1:
+        return (f"line endings switch CRLF/LF {len(runs) - 1} times", "".join(
             "1" if e == "crlf" else "0" for e in endings[:40]))
     return None
 
