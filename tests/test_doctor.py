@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import ClassVar
 
@@ -219,3 +220,23 @@ def test_backend_check_names_are_prefixed_once(monkeypatch: pytest.MonkeyPatch) 
     register_backend(Prefixed)
     monkeypatch.setattr(d, "available_backends", lambda: ["doctor-test-prefixed"])
     assert [c.name for c in d.check_backends()] == ["doctor-test-prefixed: daemon"]
+
+
+
+def test_default_image_below_a_private_directory_is_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Not under tmp_path: pytest's base temp dir is itself 0700.
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        os.chmod(tmp, 0o755)
+        home = Path(tmp) / "private" / "home"
+        (home / "images/default/rootfs/usr/bin").mkdir(parents=True)
+        (home / "images/default/manifest.json").write_text('{"name": "default"}')
+        monkeypatch.setenv("CELLBLOCK_HOME", str(home))
+        assert d.check_default_image().status == "ok"
+        os.chmod(home.parent, 0o700)
+        check = d.check_default_image()
+        os.chmod(home.parent, 0o755)
+    assert check.status == "warn"
+    assert "not searchable" in check.detail
+    assert check.fix and "chmod o+x" in check.fix

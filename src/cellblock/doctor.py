@@ -28,6 +28,7 @@ from rich.table import Table
 from cellblock.backends import available_backends, get_backend_class
 from cellblock.backends.base import HostCheck
 from cellblock.errors import CellblockError
+from cellblock.images.build import blocked_ancestor
 from cellblock.images.store import (
     DEFAULT_IMAGE,
     docker_tag,
@@ -244,6 +245,12 @@ def check_default_image() -> HostCheck:
         return HostCheck("default image", "warn",
                          f"{exc.safe_message} (looked in {image_dir(DEFAULT_IMAGE)})",
                          exc.hint or "cellblock image build")
+    blocked = blocked_ancestor(image_dir(DEFAULT_IMAGE))
+    if blocked is not None:
+        return HostCheck("default image", "warn",
+                         f"built, but {blocked} is not searchable by other users: sandboxes "
+                         "under an unprivileged uid cannot reach it",
+                         f"chmod o+x {blocked}, or set CELLBLOCK_HOME to a shared path")
     info = next((i for i in list_images() if i.name == DEFAULT_IMAGE), None)
     digest = info.digest[:19] if info else "?"
     return HostCheck("default image", "ok", f"{image_dir(DEFAULT_IMAGE)} ({digest})")

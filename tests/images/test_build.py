@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -543,3 +544,16 @@ def test_ctrl_c_mid_build_leaves_nothing(home: Path) -> None:
     assert list(images.iterdir()) == []
     assert b.mounts_under(home) == []
     assert _processes_mentioning(str(home)) == []
+
+
+
+def test_blocked_ancestor() -> None:
+    # Not under tmp_path: pytest's base temp dir is itself 0700.
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        os.chmod(tmp, 0o755)
+        private = Path(tmp) / "private"
+        (private / "home/images").mkdir(parents=True)
+        assert b.blocked_ancestor(private / "home/images") is None
+        os.chmod(private, 0o700)
+        assert b.blocked_ancestor(private / "home/images") == private
+        os.chmod(private, 0o755)

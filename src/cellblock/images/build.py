@@ -86,6 +86,7 @@ __all__ = [
     "ImageBuildError",
     "RichProgress",
     "SilentProgress",
+    "blocked_ancestor",
     "build",
     "build_image",
     "docker_client",
@@ -652,7 +653,7 @@ def _check_root() -> None:
             "building an image needs root: debootstrap creates device nodes, sets file "
             "owners and chroots into the new tree",
             hint=f"run it with sudo: sudo env CELLBLOCK_HOME={cellblock_home()} "
-                 "cellblock image build",
+                 f"{shutil.which('cellblock') or 'cellblock'} image build",
         )
 
 
@@ -716,6 +717,22 @@ def _run_debootstrap(request: BuildRequest, rootfs: Path, progress: BuildProgres
                           hint="see the debootstrap output in the detail above")
 
 
+def blocked_ancestor(path: Path) -> Path | None:
+    """The first directory above ``path`` that other users cannot traverse, if any.
+
+    Sandboxes run under an unprivileged host uid: an image below a 0700 directory (root's
+    home, a private ~/.cache) exists but cannot be mounted by them.
+    """
+    for parent in reversed(path.resolve().parents):
+        try:
+            mode = parent.stat().st_mode
+        except OSError:
+            return parent
+        if not mode & stat.S_IXOTH:
+            return parent
+    return None
+
+
 def _ensure_home_dirs() -> Path:
     """Create cellblock's home and images dir as 0755: sandboxes' uid must traverse them."""
     images = cellblock_home() / "images"
@@ -760,6 +777,11 @@ def _build_rootfs(request: BuildRequest, progress: BuildProgress) -> ImageInfo:
                                   detail=", ".join(map(str, mounts_under(staging))))
         _swap_into_place(staging, image_dir(request.name))
         os.chmod(image_dir(request.name), 0o755)  # noqa: S103
+        blocked = blocked_ancestor(images)
+        if blocked is not None:
+            progress.log(f"[yellow]warning:[/] {blocked} is not searchable by other users: "
+                         "sandboxes under an unprivileged uid cannot reach this image "
+                         f"(chmod o+x {blocked}, or set CELLBLOCK_HOME elsewhere)")
         return info
     finally:
         # On success this is the previous image (or nothing); on failure the half-built one.
