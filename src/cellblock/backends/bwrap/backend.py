@@ -118,10 +118,11 @@ class BwrapBackend(Backend):
                         hint="apt-get install bubblewrap",
                         detail=f"{self.opts.bwrap!r} not found on PATH",
                     )
-                if shutil.which("prlimit") is None:
-                    raise SandboxUnavailable(
-                        "the bwrap backend needs prlimit", hint="apt-get install util-linux"
-                    )
+                for tool in ("prlimit", "setpriv"):
+                    if shutil.which(tool) is None:
+                        raise SandboxUnavailable(
+                            f"the bwrap backend needs {tool}", hint="apt-get install util-linux"
+                        )
                 # Resolved: bwrap runs as another uid, which must not have to traverse
                 # a private directory that merely holds a symlink to the image.
                 rootfs = (self.opts.rootfs or require_rootfs(self.opts.image)).resolve()
