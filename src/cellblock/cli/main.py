@@ -17,6 +17,7 @@ import click
 from cellblock.cli import bench as _bench
 from cellblock.cli import check as _check
 from cellblock.cli import doctor as _doctor
+from cellblock.cli import gc as _gc
 from cellblock.cli import image as _image
 from cellblock.cli import logs as _logs
 from cellblock.cli import serve as _serve
@@ -118,3 +119,4 @@ cli.add_command(_serve.serve)
 cli.add_command(_logs.logs)
 cli.add_command(_check.selfcheck)
 cli.add_command(_bench.bench)
+cli.add_command(_gc.gc)
