@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from cellblock.backends import get_backend_class
 from cellblock.backends.base import Backend, BackendOptions, CancelToken, ExecRequest
@@ -46,7 +46,9 @@ class Sandbox:
         options: The backend's typed options (e.g. which image); backend defaults if None.
         agent_id: Tags every run record with the calling agent.
         session_id: Tags every run record with the conversation or episode.
-        recorder: Where run records go. ``None`` means no records are kept.
+        recorder: Where run records go. ``"default"``: the embedded run log
+            (``<cellblock_home>/runs.db``), or the log service named by
+            ``CELLBLOCK_LOG_URL``. ``None``: keep no records.
 
     Raises:
         BackendNotFound: unknown backend name.
@@ -62,7 +64,7 @@ class Sandbox:
         options: BackendOptions | None = None,
         agent_id: str = "anonymous",
         session_id: str = "default",
-        recorder: Recorder | None = None,
+        recorder: Recorder | Literal["default"] | None = "default",
     ) -> None:
         if not _ID.match(agent_id) or not _ID.match(session_id):
             raise PolicyError("agent_id and session_id must be short identifiers")
@@ -80,7 +82,11 @@ class Sandbox:
         self._backend.prepare(self.policy)
         self.agent_id = agent_id
         self.session_id = session_id
-        self.recorder = recorder
+        if recorder == "default":
+            from cellblock.logs.transport import default_recorder
+
+            recorder = default_recorder()
+        self.recorder: Recorder | None = recorder
         self._closed = False
 
     @property

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from cellblock.cli import bench as _bench
 from cellblock.cli import check as _check
+from cellblock.cli import detect as _detect
 from cellblock.cli import doctor as _doctor
 from cellblock.cli import gc as _gc
 from cellblock.cli import image as _image
@@ -83,7 +83,7 @@ def run(
     from cellblock.cli._options import backend_options
 
     with Sandbox(backend, policy, options=backend_options(backend, image, pool=False),
-                 agent_id=agent_id, recorder=_default_recorder()) as sandbox:
+                 agent_id=agent_id) as sandbox:
         result = sandbox.run(code, language or "python", files=files, stdin=stdin)  # type: ignore[arg-type]
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json")))
@@ -99,15 +99,6 @@ def run(
     sys.exit(result.exit_code if 0 <= result.exit_code <= 255 else 1)
 
 
-def _default_recorder() -> Any:
-    """The local run log, when the log package provides one."""
-    try:
-        from cellblock.logs.transport import default_recorder
-    except ImportError:
-        return None
-    return default_recorder()
-
-
 def main() -> None:
     cli()
 
@@ -119,4 +110,6 @@ cli.add_command(_serve.serve)
 cli.add_command(_logs.logs)
 cli.add_command(_check.selfcheck)
 cli.add_command(_bench.bench)
+cli.add_command(_detect.detect)
+cli.add_command(_detect.eval_detectors)
 cli.add_command(_gc.gc)

@@ -59,7 +59,7 @@ class Harness:
         with self._lock:
             if policy not in self._sandboxes:
                 self._sandboxes[policy] = Sandbox(self.backend, policy, options=self.options,
-                                                  agent_id="conformance")
+                                                  agent_id="conformance", recorder=None)
             return self._sandboxes[policy]
 
     def run(self, code: str, *, policy: Policy | None = None, **kwargs: object) -> ExecResult:
