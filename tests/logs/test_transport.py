@@ -23,7 +23,7 @@ class NoAlerts:
 
 
 def _app(db: str, token: str | None = None) -> object:
-    return create_app(ServerSettings(db_url=db, token=token), engine_factory=NoAlerts)  # type: ignore[arg-type]
+    return create_app(ServerSettings(db_url=db, token=token, detection="inline"), engine_factory=NoAlerts)  # type: ignore[arg-type]
 
 
 def _run_ids(db: str) -> list[str]:

@@ -41,7 +41,7 @@ class SharedWordEngine:
 
 
 def _client(db_url: str, token: str | None = None) -> TestClient:
-    app = create_app(ServerSettings(db_url=db_url, token=token), engine_factory=SharedWordEngine)
+    app = create_app(ServerSettings(db_url=db_url, token=token, detection="inline"), engine_factory=SharedWordEngine)
     return TestClient(app)
 
 
@@ -156,8 +156,8 @@ def test_health_and_metrics(client: TestClient) -> None:
 def test_refuses_non_loopback_without_token(tmp_path: Any) -> None:
     with pytest.raises(PolicyError):
         create_app(ServerSettings(host="0.0.0.0", db_url=str(tmp_path / "x.db")))
-    app = create_app(ServerSettings(host="0.0.0.0", token="t", db_url=str(tmp_path / "x.db")),
-                     engine_factory=SharedWordEngine)
+    app = create_app(ServerSettings(host="0.0.0.0", token="t", db_url=str(tmp_path / "x.db"),
+                                    detection="inline"), engine_factory=SharedWordEngine)
     assert isinstance(app, FastAPI)
 
 

@@ -31,7 +31,7 @@ class StegoEngine:
 
 @pytest.fixture
 def client(tmp_path: Path) -> TestClient:
-    app = create_app(ServerSettings(db_url=str(tmp_path / "d.db")), engine_factory=StegoEngine)
+    app = create_app(ServerSettings(db_url=str(tmp_path / "d.db"), detection="inline"), engine_factory=StegoEngine)
     c = TestClient(app)
     recs = [
         make_record(1, agent="alice", stdout_raw=f"hello wor{ZW}ld {HOSTILE}\n", exit_code=3),

@@ -52,6 +52,28 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.stderr.close()
 
 
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _wait_gone(pids: list[int]) -> None:
+    deadline = time.monotonic() + 30  # bounds a hang only; no timing is asserted
+    while time.monotonic() < deadline:
+        if not any(Path(f"/proc/{p}").exists() for p in pids):
+            return
+        time.sleep(0.05)
+    pytest.fail(f"processes outlived the killed service: {pids}")
+
+
 def test_sigkill_mid_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     port = free_port()
@@ -63,8 +85,11 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None
     try:
         for i in range(total):
             if i == kill_at:
+                workers = _children(server.pid)
+                assert workers  # the detection worker process
                 server.send_signal(signal.SIGKILL)  # mid-stream: batches are in flight
                 server.wait(timeout=30)
+                _wait_gone(workers)  # the worker notices and exits by itself
             if i == restart_at:
                 recorder.flush()
                 assert recorder.spool.pending()  # the outage went to the spool

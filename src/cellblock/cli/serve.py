@@ -23,15 +23,19 @@ __all__ = ["serve"]
                    "variable keeps it out of `ps`].")
 @click.option("--warm-runs", default=10_000, show_default=True, type=click.IntRange(0),
               help="Newest stored runs replayed into the detectors at start.")
+@click.option("--detection", default="process", show_default=True,
+              type=click.Choice(["process", "inline"]),
+              help="Run detectors in a worker process (faster ingestion) or inline in "
+                   "each request (alert stored before the POST returns).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
 @friendly_errors
 def _serve(*, host: str, port: int, db_url: str | None, token: str | None, warm_runs: int,
-           log_level: str) -> None:
+           detection: str, log_level: str) -> None:
     """Run the log service: POST /v1/runs, GET /v1/runs and /v1/alerts, /metrics,
     /healthz, and the dashboard at /."""
     settings = ServerSettings(host=host, port=port, db_url=db_url, token=token or None,
-                              warm_runs=warm_runs)
+                              warm_runs=warm_runs, detection=detection)
     try:
         import uvicorn
 

@@ -24,9 +24,10 @@ from starlette.concurrency import run_in_threadpool
 from cellblock.errors import PolicyError
 from cellblock.logs.record import RunRecord
 from cellblock.logs.store import InvalidRecord, LogStoreError, Store, StoredAlert, StoredRun
+from cellblock.server.detection import AlertSource, InlineDetection, ProcessDetection
 from cellblock.server.metrics import Metrics
 from cellblock.server.render import alert_needles, highlight, visible
-from cellblock.server.service import AlertSource, IngestResult, IngestService
+from cellblock.server.service import IngestResult, IngestService
 from cellblock.server.settings import ServerSettings
 
 __all__ = ["RunBatch", "create_app"]
@@ -43,7 +44,7 @@ class RunBatch(BaseModel):
 
 
 def _default_engine() -> AlertSource:
-    from cellblock.detect.engine import DetectionEngine  # noqa: PLC0415 - heavy, lazy
+    from cellblock.detect.engine import DetectionEngine
 
     return DetectionEngine()
 
@@ -59,6 +60,7 @@ def create_app(
         settings: Listening address (for the token rule), database, token, limits.
         engine_factory: Builds a fresh detection engine (tests pass a fake); defaults to
             :class:`cellblock.detect.engine.DetectionEngine` with every built-in detector.
+            With ``detection="process"`` it is called in the forked worker.
 
     Raises:
         PolicyError: the host is not loopback and no token is set.
@@ -72,9 +74,10 @@ def create_app(
         )
     store = Store(settings.db_url)
     metrics = Metrics()
-    service = IngestService(store, engine_factory or _default_engine, metrics,
-                            warm_runs=settings.warm_runs)
-    service.warm_up()
+    runner = ProcessDetection if settings.detection == "process" else InlineDetection
+    detection = runner(store, engine_factory or _default_engine, metrics, settings.warm_runs)
+    service = IngestService(store, detection, metrics)
+    service.start()
 
     app = FastAPI(title="cellblock log service", version="1", docs_url="/docs",
                   redoc_url=None)
@@ -156,11 +159,15 @@ def create_app(
         except SQLAlchemyError:
             return JSONResponse({"status": "error", "detail": "database unavailable"},
                                 status_code=503)
+        detected = detection.detected_seq()
+        metrics.detected_seq.set(detected)
         return JSONResponse({"status": "ok", "head_seq": seq, "head_hash": digest,
-                             "warmed_runs": service.warmed})
+                             "detected_seq": detected, "detection": settings.detection,
+                             "warmed_runs": detection.warmed})
 
     @app.get("/metrics")
     def prometheus() -> Response:
+        metrics.detected_seq.set(detection.detected_seq())
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     # -- dashboard ---------------------------------------------------------------------
@@ -208,7 +215,7 @@ def create_app(
             "needles": alert_needles(a.alert for a in run_alerts),
         })
 
-    app.router.add_event_handler("shutdown", store.close)
+    app.router.add_event_handler("shutdown", service.close)
     return app
 
 

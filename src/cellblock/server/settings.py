@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +24,10 @@ class ServerSettings(BaseModel):
     warm_runs: int = Field(default=10_000, ge=0)
     """How many of the newest stored runs are replayed into the detectors at start, so a
     restart keeps recent correlation context (bounded to keep start-up quick)."""
+    detection: Literal["process", "inline"] = "process"
+    """``process``: detectors run in a worker process (ingestion and detection use
+    separate cores; alerts follow a few ms after the POST). ``inline``: in the request,
+    so an alert is stored before the POST returns (slower ingestion)."""
     max_batch: int = Field(default=10_000, ge=1)
     """Most records accepted in one POST."""
     max_body_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)

@@ -1,0 +1,243 @@
+"""Where the detectors run: inline in the request, or in a worker process.
+
+Inline (``detection="inline"``): the engine observes each new record right after the
+batch commits, under the service's lock, so an alert is stored before the POST that
+carried its record returns. Simple and exact, but detection shares the ingesting core.
+
+Process (``detection="process"``, the default for ``cellblock serve``): a forked worker
+owns the engine. The service only tells it "the chain grew to seq N"; the worker reads
+the new runs from the store in seq order, observes them and stores the alerts itself.
+Ingestion and detection then run on different cores, and a slow detector delays alerts
+instead of slowing ingestion. The worker exits on its own when the service dies.
+
+Both warm up the same way: the newest ``warm_runs`` stored runs are replayed into a
+fresh engine at start, so a restart keeps recent correlation context; alerts found
+while replaying are stored too (deduplicated by id), which also covers runs that were
+committed just before a crash but not yet analysed.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
+from typing import Any, Protocol
+
+from cellblock.detect.base import Alert
+from cellblock.logs.record import RunRecord
+from cellblock.logs.store import Store, StoredRun
+from cellblock.server.metrics import Metrics
+
+__all__ = ["AlertSource", "Detection", "InlineDetection", "ProcessDetection"]
+
+log = logging.getLogger(__name__)
+
+_READ_CHUNK = 2000
+
+
+class AlertSource(Protocol):
+    """What the service needs from the detection engine."""
+
+    def observe(self, record: RunRecord) -> list[Alert]: ...
+
+
+class Detection(Protocol):
+    """How the service hands committed runs to the detectors."""
+
+    warmed: int
+
+    def start(self) -> None:
+        """Warm up (replay stored runs); return when ready for new runs."""
+
+    def after_commit(self, inserted: Sequence[StoredRun]) -> list[Alert]:
+        """Called in chain order, under the service's write lock, after each commit.
+        Returns the alerts it stored now (inline) or an empty list (process)."""
+
+    def detected_seq(self) -> int:
+        """Every run up to this seq has been analysed."""
+
+    def close(self) -> None: ...
+
+
+def _observe(engine: AlertSource, record: RunRecord) -> list[Alert]:
+    try:
+        return engine.observe(record)
+    except Exception:  # detection must never make ingestion fail
+        log.exception("detection failed on run %s", record.run_id)
+        return []
+
+
+def _warm(store: Store, engine: AlertSource, warm_runs: int) -> tuple[int, int, list[Alert]]:
+    """Replay the newest runs; return (count, last seq replayed, alerts stored)."""
+    found = store.list_runs(limit=warm_runs, newest_first=True) if warm_runs else []
+    stored: list[Alert] = []
+    for run in reversed(found):
+        alerts = _observe(engine, run.record)
+        if alerts:
+            stored.extend(store.add_alerts(alerts, run.seq))
+    last = found[0].seq if found else store.head()[0]
+    return len(found), last, stored
+
+
+class InlineDetection:
+    """Detection in the request thread (see the module docstring)."""
+
+    def __init__(self, store: Store, engine_factory: Callable[[], AlertSource],
+                 metrics: Metrics, warm_runs: int) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.warm_runs = warm_runs
+        self._factory = engine_factory
+        self._engine: AlertSource = engine_factory()
+        self._seq = 0
+        self.warmed = 0
+
+    def start(self) -> None:
+        self._engine = self._factory()
+        self.warmed, self._seq, alerts = _warm(self.store, self._engine, self.warm_runs)
+        for alert in alerts:
+            self.metrics.alerts_raised.labels(detector=alert.detector).inc()
+
+    def after_commit(self, inserted: Sequence[StoredRun]) -> list[Alert]:
+        t0 = time.perf_counter()
+        raised: list[Alert] = []
+        for run in inserted:
+            found = _observe(self._engine, run.record)
+            if found:
+                stored = self.store.add_alerts(found, run.seq)
+                for alert in stored:
+                    self.metrics.alerts_raised.labels(detector=alert.detector).inc()
+                raised.extend(stored)
+            self._seq = run.seq
+        self.metrics.detect_seconds.observe(time.perf_counter() - t0)
+        return raised
+
+    def detected_seq(self) -> int:
+        return self._seq
+
+    def close(self) -> None:
+        pass
+
+
+class ProcessDetection:
+    """Detection in a forked worker process (see the module docstring)."""
+
+    def __init__(self, store: Store, engine_factory: Callable[[], AlertSource],
+                 metrics: Metrics, warm_runs: int) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.warm_runs = warm_runs
+        self._factory = engine_factory
+        self._ctx = multiprocessing.get_context("fork")
+        self._wake: Any = None
+        self._stop: Any = None
+        self._proc: Any = None
+        self._events: Connection | None = None
+        self._reader: threading.Thread | None = None
+        self._seq = 0
+        self._closing = False
+        self.warmed = 0
+
+    def start(self) -> None:
+        self._spawn()
+
+    def _spawn(self) -> None:
+        wake, stop = self._ctx.Event(), self._ctx.Event()
+        ours, theirs = self._ctx.Pipe(duplex=False)
+        proc = self._ctx.Process(
+            target=_worker_main, name="cellblock-detect", daemon=True,
+            args=(self.store.url, self._factory, self.warm_runs, wake, stop, theirs,
+                  os.getpid()),
+        )
+        proc.start()
+        theirs.close()
+        # Wait for the warm-up to finish, so "started" means "detecting".
+        try:
+            kind, warmed, seq = ours.recv()
+        except EOFError as exc:
+            proc.join(timeout=10)
+            raise RuntimeError(f"detection worker failed to start ({proc.exitcode})") from exc
+        assert kind == "ready"
+        self.warmed, self._seq = int(warmed), int(seq)
+        self._wake, self._stop, self._proc, self._events = wake, stop, proc, ours
+        self._reader = threading.Thread(target=self._read_events, args=(ours, proc),
+                                        name="cellblock-detect-events", daemon=True)
+        self._reader.start()
+
+    def _read_events(self, conn: Connection, proc: Any) -> None:
+        while True:
+            try:
+                kind, seq, detectors, seconds = conn.recv()
+            except (EOFError, OSError):
+                break
+            if kind == "progress":
+                self._seq = max(self._seq, int(seq))
+                for name in detectors:
+                    self.metrics.alerts_raised.labels(detector=name).inc()
+                self.metrics.detect_seconds.observe(float(seconds))
+        proc.join(timeout=5)
+        if not self._closing:
+            # The worker died (a bug or the OOM killer): start a fresh one, which
+            # replays the newest runs and carries on from there.
+            log.error("detection worker exited (code %s); restarting it", proc.exitcode)
+            time.sleep(1.0)
+            if not self._closing:
+                self._spawn()
+
+    def after_commit(self, inserted: Sequence[StoredRun]) -> list[Alert]:
+        # A wake-up, not a message: any number of commits coalesce into one pass of
+        # the worker, and the service never blocks on a full pipe.
+        if inserted and self._wake is not None:
+            self._wake.set()
+        return []
+
+    def detected_seq(self) -> int:
+        return self._seq
+
+    def close(self) -> None:
+        self._closing = True
+        if self._stop is not None:
+            self._stop.set()
+        if self._proc is not None:
+            self._proc.join(timeout=10)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join(timeout=10)
+        if self._events is not None:
+            self._events.close()
+
+
+def _worker_main(url: str, factory: Callable[[], AlertSource], warm_runs: int,
+                 wake: Any, stop: Any, events: Connection, parent: int) -> None:
+    """The detection worker: warm up, then follow the chain until told to stop."""
+    store = Store(url, migrate=False)
+    engine = factory()
+    warmed, last, _ = _warm(store, engine, warm_runs)
+    events.send(("ready", warmed, last))
+    while not stop.is_set() and os.getppid() == parent:  # parent gone (even SIGKILL): exit
+        wake.wait(0.5)
+        # Clear before reading: a commit that lands during the pass sets it again.
+        wake.clear()
+        last = _follow(store, engine, last, events)
+    store.close()
+    events.close()
+
+
+def _follow(store: Store, engine: AlertSource, last: int, events: Connection) -> int:
+    """Analyse every run after ``last``; report progress after each chunk."""
+    while True:
+        t0 = time.perf_counter()
+        runs = store.list_runs(after_seq=last, limit=_READ_CHUNK)
+        if not runs:
+            return last
+        detectors: list[str] = []
+        for run in runs:
+            alerts = _observe(engine, run.record)
+            if alerts:
+                detectors.extend(a.detector for a in store.add_alerts(alerts, run.seq))
+        last = runs[-1].seq
+        events.send(("progress", last, detectors, time.perf_counter() - t0))
