@@ -229,6 +229,10 @@ def check_memory_limit(h: Harness) -> None:
               policy=Policy(memory_mb=64, timeout_s=20))
     expect(r.killed_reason == "memory", "killed_reason memory", r)
     expect(r.exit_code == 137, "exit 137", r)
+    # Memory that is not the process's heap: a memfd and /dev/shm pages count too.
+    r = h.run("import os\nfd = os.memfd_create('bomb')\nwhile True: os.write(fd, b'x' * 1048576)",
+              policy=Policy(memory_mb=64, scratch_mb=1024, timeout_s=20))
+    expect(r.killed_reason == "memory", "a memfd bomb must be killed for memory", r)
 
 
 @check("a fork bomb stops at the pids limit and the result says so")
@@ -511,22 +515,31 @@ libc = ctypes.CDLL(None, use_errno=True)
 nr = {
  'x86_64': dict(ptrace=101, mount=165, umount2=166, pivot_root=155, unshare=272, setns=308,
                 keyctl=250, add_key=248, bpf=321, perf_event_open=298, userfaultfd=323,
-                io_uring_setup=425, process_vm_writev=311),
+                io_uring_setup=425, process_vm_writev=311, clock_settime=227),
  'aarch64': dict(ptrace=117, mount=40, umount2=39, pivot_root=41, unshare=97, setns=268,
                  keyctl=219, add_key=217, bpf=280, perf_event_open=241, userfaultfd=282,
-                 io_uring_setup=425, process_vm_writev=271),
+                 io_uring_setup=425, process_vm_writev=271, clock_settime=112),
 }[platform.machine()]
 args = dict(ptrace=(0, 0, 0, 0), mount=(b'none', b'/tmp', b'tmpfs', 0, 0), umount2=(b'/proc', 2),
             pivot_root=(b'/tmp', b'/tmp'), unshare=(0x10000000,), setns=(0, 0),
             keyctl=(0, -3 & 0xffffffff, 1), add_key=(b'user', b'k', b'v', 1, -3 & 0xffffffff),
             bpf=(5, 0, 0), perf_event_open=(0, 0, -1, -1, 0), userfaultfd=(0,),
-            io_uring_setup=(1, 0), process_vm_writev=(1, 0, 0, 0, 0, 0))
+            io_uring_setup=(1, 0), process_vm_writev=(1, 0, 0, 0, 0, 0),
+            clock_settime=(0, 0))
 res = {}
 for name, n in nr.items():
     a = [ctypes.c_char_p(x) if isinstance(x, bytes) else ctypes.c_long(x) for x in args[name]]
     rc = libc.syscall(ctypes.c_long(n), *a)
     res[name] = 0 if rc >= 0 else ctypes.get_errno()
-import socket
+import fcntl, os, socket, termios
+try:
+    fcntl.ioctl(1, termios.TIOCSTI, b'x'); res['tiocsti'] = 0
+except OSError as e:
+    res['tiocsti'] = e.errno
+try:
+    os.open('/dev/tty', os.O_RDWR); res['controlling_tty'] = 0
+except OSError as e:
+    res['controlling_tty'] = e.errno
 for name, fam, typ, proto in (('af_packet', 17, 3, 0), ('raw_icmp', 2, 3, 1), ('raw_v6', 10, 3, 58)):
     try:
         socket.socket(fam, typ, proto); res[name] = 0
@@ -543,9 +556,27 @@ def check_syscalls_denied(h: Harness) -> None:
     res = json_out(r)
     # EPERM / ENOSYS from the filter; EACCES / EAFNOSUPPORT / EINVAL from a kernel
     # (gVisor) that does not implement the call at all.
-    refused = {1, 38, 13, 97, 22}
+    refused = {1, 38, 13, 97, 22, 25, 6}  # ... ENOTTY, ENXIO (no controlling terminal)
     bad = {name: err for name, err in res.items() if err not in refused}
     expect(not bad, f"syscalls not refused (0 means it succeeded): {bad}", r)
+
+
+@check("no host sockets: docker, containerd, D-Bus, SSH or GPG agents")
+def check_no_host_sockets(h: Harness) -> None:
+    code = (
+        "import glob, json, os, stat\n"
+        "found = []\n"
+        "for p in ['/var/run/docker.sock', '/run/docker.sock', '/run/containerd/containerd.sock',\n"
+        "          '/run/dbus/system_bus_socket', '/var/run/dbus/system_bus_socket']"
+        " + glob.glob('/run/user/*/*') + glob.glob('/tmp/ssh-*/*') + glob.glob('/run/*.sock'):\n"
+        "    if os.path.exists(p): found.append(p)\n"
+        "env = [k for k in os.environ if k in ('SSH_AUTH_SOCK', 'GPG_AGENT_INFO', 'DOCKER_HOST',"
+        " 'DBUS_SESSION_BUS_ADDRESS')]\n"
+        "print(json.dumps({'found': found, 'env': env}))"
+    )
+    r = h.run(code)
+    out = json_out(r)
+    expect(out == {"found": [], "env": []}, f"host sockets reachable: {out}", r)
 
 
 @check("host details never reach the model: paths, host name, user names")
