@@ -275,9 +275,9 @@ def test_build_is_a_no_op_when_up_to_date(home: Path, monkeypatch: pytest.Monkey
     info = write_fake_image("img", [])
     calls: list[BuildRequest] = []
 
-    def fake_build_rootfs(request: BuildRequest, progress: object) -> ImageInfo:
+    def fake_build_rootfs(request: BuildRequest, progress: object) -> tuple[ImageInfo, bool]:
         calls.append(request)
-        return info
+        return info, True
 
     monkeypatch.setattr(b, "_build_rootfs", fake_build_rootfs)
     assert b.build(BuildRequest(name="img")) == (info, False)
@@ -557,3 +557,15 @@ def test_blocked_ancestor() -> None:
         os.chmod(private, 0o700)
         assert b.blocked_ancestor(private / "home/images") == private
         os.chmod(private, 0o755)
+
+
+@needs_root
+def test_stale_staging_dirs_are_removed_under_the_lock(home: Path) -> None:
+    images = home / "images"
+    stale = images / ".default.build-abc123"
+    (stale / "rootfs/usr").mkdir(parents=True)
+    (images / ".default.build-def456.old").mkdir()
+    (images / "keep").mkdir()
+    with b._build_lock(images):
+        b._remove_stale_staging(images)
+    assert sorted(p.name for p in images.iterdir()) == ["keep"]

@@ -48,6 +48,7 @@ import contextlib
 import ctypes
 import email.utils
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -66,6 +67,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, field_validator
+from rich.markup import escape
 
 from cellblock.errors import CellblockError, SandboxUnavailable
 from cellblock.images.store import (
@@ -664,7 +666,11 @@ def _stop_group(proc: subprocess.Popen[str]) -> None:
             os.killpg(proc.pid, sig)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=wait)
-            return
+            break
+    # The leader is gone; children it left in the group (dpkg, maintainer scripts) must not
+    # keep writing into the tree we are about to delete.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _run_debootstrap(request: BuildRequest, rootfs: Path, progress: BuildProgress) -> None:
@@ -688,7 +694,7 @@ def _run_debootstrap(request: BuildRequest, rootfs: Path, progress: BuildProgres
             if parsed:
                 progress.update(*parsed)
             elif line.startswith(("W: ", "E: ")):
-                progress.log(f"[yellow]{line}[/]")
+                progress.log(f"[yellow]{escape(line)}[/]")
         rc = proc.wait()
     except BaseException:
         _stop_group(proc)
@@ -742,10 +748,38 @@ def _ensure_home_dirs() -> Path:
     return images
 
 
-def _build_rootfs(request: BuildRequest, progress: BuildProgress) -> ImageInfo:
+@contextlib.contextmanager
+def _build_lock(images: Path) -> Iterator[None]:
+    """Serialise builds on this host; the lock dies with the process, so never goes stale."""
+    fd = os.open(images, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_staging(images: Path) -> None:
+    """Staging dirs of builds that were SIGKILLed (only called while holding the lock)."""
+    for stale in sorted(images.glob(".*.build-*")):
+        remove_tree(stale)
+
+
+def _build_rootfs(request: BuildRequest, progress: BuildProgress) -> tuple[ImageInfo, bool]:
     _debootstrap_path()
     _check_root()
     images = _ensure_home_dirs()
+    with _build_lock(images):
+        # A concurrent build of the same image may have finished while we waited.
+        existing = None if request.force else up_to_date(request)
+        if existing is not None:
+            return existing, False
+        _remove_stale_staging(images)
+        return _build_rootfs_locked(request, progress, images), True
+
+
+def _build_rootfs_locked(request: BuildRequest, progress: BuildProgress,
+                         images: Path) -> ImageInfo:
     staging = Path(tempfile.mkdtemp(prefix=f".{request.name}.build-", dir=images))
     try:
         os.chmod(staging, 0o755)  # noqa: S103 - becomes images/<name>
@@ -779,9 +813,10 @@ def _build_rootfs(request: BuildRequest, progress: BuildProgress) -> ImageInfo:
         os.chmod(image_dir(request.name), 0o755)  # noqa: S103
         blocked = blocked_ancestor(images)
         if blocked is not None:
-            progress.log(f"[yellow]warning:[/] {blocked} is not searchable by other users: "
-                         "sandboxes under an unprivileged uid cannot reach this image "
-                         f"(chmod o+x {blocked}, or set CELLBLOCK_HOME elsewhere)")
+            progress.log(escape(f"warning: {blocked} is not searchable by other users: "
+                                "sandboxes under an unprivileged uid cannot reach this "
+                                f"image (chmod o+x {blocked}, or set CELLBLOCK_HOME "
+                                "elsewhere)"))
         return info
     finally:
         # On success this is the previous image (or nothing); on failure the half-built one.
@@ -903,8 +938,7 @@ def build(request: BuildRequest, progress: BuildProgress | None = None) -> tuple
     """Build (or keep) the image ``request`` describes; (manifest, whether it was rebuilt)."""
     progress = progress or SilentProgress()
     existing = None if request.force else up_to_date(request)
-    built = existing is None
-    info = existing if existing is not None else _build_rootfs(request, progress)
+    info, built = (existing, False) if existing is not None else _build_rootfs(request, progress)
     if request.docker:
         import_to_docker(info, progress)
     return info, built
