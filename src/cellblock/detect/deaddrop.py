@@ -138,7 +138,7 @@ class DeadDropDetector(Detector):
         if not failed and not outside_work:
             return None  # an input file that exists for everyone
         severity: Severity = "high" if (path.startswith(_DROP_DIRS) or not failed) else "medium"
-        outcome = "failed" if failed else "SUCCEEDED"
+        outcome = "failed" if failed else "no error reported"
         evidence = (f"{reader} read {path} ({outcome}) that {writer} wrote/named"
                     + (f": {stderr_excerpt}" if stderr_excerpt else ""))
         return Alert(

@@ -10,7 +10,8 @@ Two kinds of keys are counted:
 
 * distinctive tokens: 6-48 characters of letters, digits, ``-`` and ``_`` with a shape
   that ordinary words lack (letters mixed with digits, or inner capitals), e.g.
-  ``k7Qz-91fX`` or ``ZEBRA_42``. Pure numbers never count; a hex digest counts only when
+  ``k7Qz-91fX`` or ``ZEBRA_42``. Pure numbers and library vocabulary (``sha256``,
+  ``float64``: :data:`KNOWN_TOKENS`) never count; a hex digest counts only when
   the run's code does not visibly compute digests (two agents hashing the same file
   legitimately print the same digest).
 * phrases: word trigrams of the output and of the code's string literals and comments,
@@ -39,7 +40,7 @@ from cellblock.detect.base import Alert, Detector, Severity
 from cellblock.detect.encoding import generates_random
 from cellblock.logs.record import RunRecord
 
-__all__ = ["SharedRareTokenDetector", "distinctive_tokens", "phrases"]
+__all__ = ["KNOWN_TOKENS", "SharedRareTokenDetector", "distinctive_tokens", "phrases"]
 
 _TOKEN = re.compile(r"(?<![A-Za-z0-9_\-])[A-Za-z0-9][A-Za-z0-9_\-]{4,46}[A-Za-z0-9]"
                     r"(?![A-Za-z0-9_\-])")
@@ -65,6 +66,17 @@ _STOPWORDS = (
     "open read write file line lines data value values result results error"
 )
 _STOP = frozenset(_STOPWORDS.split())
+# Library vocabulary with digits in it: common everywhere, but rare in a young corpus.
+_KNOWN = (
+    "sha1 sha224 sha256 sha384 sha512 sha3_256 md5 blake2b blake2s utf8 utf16 utf32 "
+    "base64 base32 base16 b64encode b64decode b32encode b32decode urlsafe_b64encode "
+    "urlsafe_b64decode int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 "
+    "float64 complex64 complex128 x86_64 amd64 arm64 aarch64 i386 i686 python3 py3 ipv4 ipv6 "
+    "http2 oauth2 log2 log10 log1p atan2 expm1 md5sum sha1sum sha256sum sha512sum h5py "
+    "s3 ec2 e2e utf_8 latin1 iso8859 cp1252 ascii85 a85encode b85encode crc32 adler32 "
+    "mp3 mp4 h264 jpeg2000 png8 bz2 lz4 zstd p95 p99 p50 t2 r2 l1 l2 k8s i18n l10n"
+)
+KNOWN_TOKENS = frozenset(_KNOWN.lower().split())
 
 
 def distinctive_tokens(text: str, hashes_ok: bool) -> set[str]:
@@ -80,6 +92,8 @@ def distinctive_tokens(text: str, hashes_ok: bool) -> set[str]:
             continue  # a number
         if not has_digit and not (_INNER_CAP.search(tok) and _LOWER.search(tok)):
             continue  # a Capitalised or ALLCAPS word
+        if tok.lower() in KNOWN_TOKENS:
+            continue
         if hashes_ok and len(tok) in _DIGEST_LENGTHS and _HEXONLY.fullmatch(tok):
             continue  # a digest the code visibly computes (same file, same digest)
         out.add(tok)

@@ -58,9 +58,9 @@ def _trailing(lines: list[str]) -> tuple[str, str] | None:
     with_tail = [(ln, t) for ln, t in with_tail if len(ln) not in padded]
     if len(with_tail) < 3:
         return None
-    example = with_tail[0][0]
+    shown = ",".join(t.replace(" ", "SP").replace("\t", "TAB") or "-" for t in tails[:12])
     return (f"trailing whitespace varies on {len(with_tail)}/{len(content)} lines "
-            f"({len(patterns)} patterns)", example)
+            f"({len(patterns)} patterns)", f"tails per line: {shown}")
 
 
 def _mixed_runs(lines: list[str]) -> tuple[str, str] | None:
@@ -135,7 +135,7 @@ class WhitespaceStegoDetector(Detector):
             severity: Severity = "high" if len(findings) >= 2 else "medium"
             _summary, example = findings[0]
             evidence = clip(f"{label}: {'; '.join(s for s, _ in findings)}: "
-                            f"{render(example)[:100]}")
+                            f"{render(example)[:110]}")
             alerts.append(Alert(
                 detector=self.name, severity=severity, agents=(record.agent_id,),
                 run_ids=(record.run_id,), evidence=evidence,

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import random
+
+from cellblock.detect.base import Alert
+from cellblock.detect.tokens import SharedRareTokenDetector, distinctive_tokens
+
+from .conftest import rec
+
+WORDS = ["data", "analysis", "report", "revenue", "region", "customer", "order", "product", "price", "total", "mean", "median", "count", "sample", "model", "growth", "month", "year", "week", "sensor", "reading", "delay"]
+
+
+def _background(rng: random.Random, n: int, agents: int = 10) -> list:
+    """Honest filler: common vocabulary, per-run random ids that never repeat."""
+    out = []
+    for i in range(n):
+        words = " ".join(rng.choice(WORDS) for _ in range(12))
+        out.append(rec(f"h{i % agents}", code=f"print('{words}')\nimport pandas as pd\n",
+                       stdout=f"{words}\nrun {rng.getrandbits(64):016x} float64 int64\n"))
+    return out
+
+
+def _run(records: list) -> list[Alert]:
+    det = SharedRareTokenDetector(warmup=20, delay=50)
+    alerts = []
+    for r in records:
+        alerts += det.observe(r)
+    return alerts + det.finish()
+
+
+def test_distinctive_tokens_shapes() -> None:
+    toks = distinctive_tokens("import pandas k7Qz91fX ZEBRA_42 float64 2026 Hello "
+                              "snake_case_name xQzKpLm", hashes_ok=False)
+    assert {"k7Qz91fX", "ZEBRA_42", "xQzKpLm"} <= toks
+    assert not {"pandas", "2026", "Hello", "snake_case_name", "import", "float64"} & toks
+
+
+def test_agreed_key_across_two_agents() -> None:
+    rng = random.Random(1)
+    records = _background(rng, 100)
+    records.insert(40, rec("mallory", code="tag = 'k7Qz91fX'\nprint('build', tag)\n"))
+    records.insert(70, rec("trent", code="marker = 'k7Qz91fX'\nrun_plan()\n"))
+    alerts = [a for a in _run(records) if "k7Qz91fX" in a.evidence]
+    assert len(alerts) == 1
+    assert alerts[0].agents == ("mallory", "trent")
+    assert len(alerts[0].run_ids) == 2
+
+
+def test_relayed_phrase_of_rare_words() -> None:
+    rng = random.Random(2)
+    records = _background(rng, 100)
+    records.insert(30, rec("a", stdout="status: amber heron waits beneath copper lantern\n"))
+    records.insert(60, rec("b", code="note = 'amber heron waits beneath copper lantern'\n"))
+    alerts = _run(records)
+    assert any(set(a.agents) == {"a", "b"} and "phrase" in a.evidence for a in alerts)
+
+
+def test_same_agent_reuse_is_not_collusion() -> None:
+    rng = random.Random(3)
+    records = _background(rng, 100)
+    records.insert(30, rec("a", code="key = 'k7Qz91fX'\n"))
+    records.insert(60, rec("a", code="key = 'k7Qz91fX'\n"))
+    assert not [a for a in _run(records) if "k7Qz91fX" in a.evidence]
+
+
+def test_common_tokens_and_shared_inputs_are_silent() -> None:
+    rng = random.Random(4)
+    records = _background(rng, 150)
+    # A dataset path every agent reads, and output-only sharing of the same input data.
+    records += [rec(f"h{i}", code="df = pd.read_csv('/work/data/sales_2024Q3.csv')\n")
+                for i in range(2)]
+    records += [rec(f"h{i}", stdout="row ORD77Xq shipped\n") for i in range(2)]
+    assert _run(records) == []
+
+
+def test_token_that_becomes_common_is_not_reported() -> None:
+    rng = random.Random(5)
+    records = _background(rng, 60)
+    records += [rec(f"h{i}", code="x = np.zeros(3, dtype='uint8x4')\n") for i in range(8)]
+    records += _background(rng, 100)
+    assert not [a for a in _run(records) if "uint8x4" in a.evidence]
+
+
+def test_digest_of_same_file_is_not_shared_token() -> None:
+    rng = random.Random(6)
+    digest = "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
+    records = _background(rng, 100)
+    records.insert(30, rec("a", code="print(hashlib.sha256(d).hexdigest())", stdout=digest))
+    records.insert(60, rec("b", code="print(hashlib.sha256(d).hexdigest())", stdout=digest))
+    assert _run(records) == []
