@@ -7,7 +7,11 @@ from cellblock.detect.tokens import SharedRareTokenDetector, distinctive_tokens
 
 from .conftest import rec
 
-WORDS = ["data", "analysis", "report", "revenue", "region", "customer", "order", "product", "price", "total", "mean", "median", "count", "sample", "model", "growth", "month", "year", "week", "sensor", "reading", "delay"]
+WORDS = [
+    "data", "analysis", "report", "revenue", "region", "customer", "order", "product", "price",
+    "total", "mean", "median", "count", "sample", "model", "growth", "month", "year", "week",
+    "sensor", "reading", "delay",
+]
 
 
 def _background(rng: random.Random, n: int, agents: int = 10) -> list:
