@@ -16,6 +16,7 @@ import select
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -108,6 +109,7 @@ class DockerBackend(Backend):
             self._remove_quietly,
         )
         self._active: set[str] = set()
+        self._killer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cellblock-kill")
         self._active_lock = threading.Lock()
         self._image_checked = False
         self._closed = False
@@ -158,6 +160,7 @@ class DockerBackend(Backend):
             active = list(self._active)
         for cid in active:
             self._remove_quietly(cid)
+        self._killer.shutdown(wait=True)
         self._clients.close()
 
     @classmethod
@@ -186,6 +189,21 @@ class DockerBackend(Backend):
                 **spec.config,
             )
         return str(created["Id"])
+
+    def _kill_container(self, cid: str, errors: list[BaseException]) -> None:
+        """SIGKILL the container's init: the whole PID namespace dies with it."""
+        import docker.errors
+
+        try:
+            with engine_errors("stop the sandbox container"):
+                try:
+                    self._clients.get().kill(cid)
+                except docker.errors.APIError as exc:
+                    # Already dead (it exited between our check and the kill): fine.
+                    if exc.status_code not in (404, 409):
+                        raise
+        except Exception as exc:
+            errors.append(exc)
 
     def _remove_quietly(self, cid: str) -> None:
         """Force-remove; failures are logged (gc reaps what is left), never raised."""
@@ -261,21 +279,18 @@ class DockerBackend(Backend):
             if self.runtime == "runc":
                 pids_events = _pids_events_path(cid)
 
-            def kill(reason: KilledReason) -> None:
-                if call.kill_for(reason):
-                    with engine_errors("stop the sandbox container"):
-                        try:
-                            client.kill(cid)
-                        except Exception as exc:
-                            import docker.errors
+            kill_errors: list[BaseException] = []
 
-                            # Already dead (exited between our check and the kill): fine.
-                            if not isinstance(exc, docker.errors.APIError) or (
-                                exc.status_code not in (404, 409)
-                            ):
-                                raise
+            def kill(reason: KilledReason) -> None:
+                # The kill request runs on another thread while this one keeps reading:
+                # the daemon only reports the container dead once its output streams are
+                # drained, so a kill issued while nobody reads would wait for itself.
+                if call.kill_for(reason):
+                    self._killer.submit(self._kill_container, cid, kill_errors)
 
             ended_at = self._pump(sock, demux, call, deadline, cancel, pids_events, kill)
+            if kill_errors:
+                raise kill_errors[0]
             duration_ms = (ended_at - t0) * 1000
             with engine_errors("collect the sandbox exit status"):
                 status = client.wait(cid, timeout=max(self.options.api_timeout_s, 5))
