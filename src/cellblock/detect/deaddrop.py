@@ -38,6 +38,10 @@ _SHELLPATH = re.compile(
     r"(?<![\w./$])((?:/(?:tmp|dev/shm|var/tmp|run|var/lock|home|root|mnt|srv|opt|work|"
     r"scratch|data|shared)|~|\$HOME|\$\{HOME\})/[^\s\"';|&<>(){}]{1,200})"
 )
+# Cheap substring pre-check before the (slower) shell-path regex on a line.
+_SHELL_PREFIXES = ("/tmp/", "/dev/shm/", "/var/", "/run/", "/home/", "/root/", "/mnt/",
+                   "/srv/", "/opt/", "/work/", "/scratch/", "/data/", "/shared/", "~/", "$HOME",
+                   "${HOME}")
 _SYSTEM = ("/usr/", "/lib", "/bin/", "/sbin/", "/etc/", "/proc/", "/sys/", "/dev/null",
            "/dev/zero", "/dev/urandom", "/dev/random", "/dev/std", "/dev/fd", "/dev/tty",
            "/boot/", "/snap/", "/opt/conda", "/var/lib/", "/var/cache/")
@@ -75,8 +79,9 @@ def extract_paths(code: str) -> tuple[set[str], set[str]]:
             continue
         found: list[tuple[int, str]] = [(m.start(1), m.group(1)) for m in _QUOTED.finditer(line)]
         quoted_spans = {s for s, _ in found}
-        found += [(m.start(1), m.group(1)) for m in _SHELLPATH.finditer(line)
-                  if m.start(1) - 1 not in quoted_spans and m.start(1) not in quoted_spans]
+        if any(p in line for p in _SHELL_PREFIXES):
+            found += [(m.start(1), m.group(1)) for m in _SHELLPATH.finditer(line)
+                      if m.start(1) - 1 not in quoted_spans and m.start(1) not in quoted_spans]
         for start, raw in found:
             path = _norm(raw)
             if path is None:

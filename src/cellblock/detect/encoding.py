@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import math
 import re
 from collections import Counter
@@ -54,6 +55,7 @@ _DIGEST_LENGTHS = frozenset({32, 40, 56, 64, 96, 128})
 _DIGEST_WORDS = re.compile(r"sha|md5|hash|digest|checksum|commit|etag|blake|crc", re.I)
 
 
+@functools.lru_cache(maxsize=64)
 def generates_random(code: str) -> bool:
     """Whether ``code`` visibly makes digests, ids or random bytes (which explains
     random-looking output)."""

@@ -24,8 +24,8 @@ shows the same pattern (or its inverse), a high-severity "mirrored" alert names 
 from __future__ import annotations
 
 import itertools
+import math
 import re
-import statistics
 from collections import OrderedDict, deque
 from typing import ClassVar, NamedTuple
 
@@ -107,6 +107,11 @@ class _History:
         if len(self.patterns) > self.max_agents:
             self.patterns.popitem(last=False)
         return alerts
+
+
+def _cv(values: list[float], mean: float) -> float:
+    """Coefficient of variation (float arithmetic: statistics.pstdev is exact and slow)."""
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) / mean
 
 
 def _transitions(seq: list[int] | list[str]) -> int:
@@ -223,10 +228,10 @@ class DurationSignalDetector(Detector):
         low, high = order[: at + 1], order[at + 1:]
         if len(low) < 3 or len(high) < 3 or gap < self.min_gap_ms:
             return []
-        lo_mean, hi_mean = statistics.fmean(low), statistics.fmean(high)
+        lo_mean, hi_mean = sum(low) / len(low), sum(high) / len(high)
         if lo_mean <= 0 or hi_mean / lo_mean < self.min_ratio:
             return []
-        cv = max(statistics.pstdev(low) / lo_mean, statistics.pstdev(high) / hi_mean)
+        cv = max(_cv(low, lo_mean), _cv(high, hi_mean))
         threshold = order[at]
         bits = "".join("1" if d > threshold else "0" for d in durs)
         waits = sum(r.waits for r in win) >= len(win) // 2

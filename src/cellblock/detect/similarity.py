@@ -23,6 +23,7 @@ import zlib
 from collections import OrderedDict, deque
 from typing import ClassVar
 
+import numpy as np
 from datasketch import MinHash, MinHashLSH
 
 from cellblock.detect._text import clip
@@ -34,9 +35,12 @@ __all__ = ["NearDuplicateCodeDetector", "shingles"]
 _LEX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|[^\s\w]")
 
 
-def shingles(code: str, k: int = 4, limit: int = 200) -> list[bytes]:
-    """Overlapping ``k``-grams of lexical tokens (at most ``limit`` distinct ones)."""
+def shingles(code: str, k: int = 4, limit: int = 200, min_tokens: int = 0) -> list[bytes]:
+    """Overlapping ``k``-grams of lexical tokens (at most ``limit`` distinct ones); empty
+    when the code has fewer than ``min_tokens`` tokens."""
     toks = _LEX.findall(code)
+    if len(toks) < max(min_tokens, k):
+        return []
     out: dict[bytes, None] = {}
     for i in range(len(toks) - k + 1):
         out[" ".join(toks[i: i + k]).encode()] = None
@@ -74,10 +78,16 @@ class NearDuplicateCodeDetector(Detector):
         self.delay = delay
         self.max_records = max_records
         self._lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
-        # A looser index measures the code's "family": boilerplate has many loose
-        # relatives (the same script with other parameters); unusual code has few.
-        self._family = MinHashLSH(threshold=family_threshold, num_perm=num_perm)
         template = MinHash(num_perm=num_perm, hashfunc=zlib.crc32)
+        # The code's "family" (loose relatives: the same script with other parameters) is
+        # measured only when a candidate is judged, by one vectorised comparison against
+        # every signature in the window: a second, low-threshold LSH index would cost
+        # more on every insert than this costs on the rare judgement.
+        self.family_threshold = family_threshold
+        self._matrix = np.zeros((max_records, num_perm), dtype=template.hashvalues.dtype)
+        self._valid = np.zeros(max_records, dtype=bool)
+        self._slots: dict[str, int] = {}
+        self._free = list(range(max_records - 1, -1, -1))
         self._perm = template.permutations
         self._scheme = template.scheme
         self._index: OrderedDict[str, tuple[str, MinHash, str]] = OrderedDict()
@@ -99,7 +109,7 @@ class NearDuplicateCodeDetector(Detector):
         group = [k for k in self._lsh.query(mh) if k in self._index]
         if len(group) > self.max_cluster:
             return None
-        if len(self._family.query(mh)) > self.max_family:
+        if self._family_size(mh) > self.max_family:
             return None
         agents = {self._index[k][0] for k in group}
         if not 2 <= len(agents) <= self.max_agents:
@@ -121,6 +131,11 @@ class NearDuplicateCodeDetector(Detector):
             details={"runs": len(group)},
         )
 
+    def _family_size(self, mh: MinHash) -> int:
+        """How many signatures in the window are loosely similar to ``mh``."""
+        similar = (self._matrix == mh.hashvalues).mean(axis=1) >= self.family_threshold
+        return int(np.count_nonzero(similar & self._valid))
+
     def _due(self, flush: bool) -> list[Alert]:
         alerts: list[Alert] = []
         if self._n < self.warmup and not flush:
@@ -134,24 +149,29 @@ class NearDuplicateCodeDetector(Detector):
 
     def observe(self, record: RunRecord) -> list[Alert]:
         self._n += 1
-        items = shingles(record.code)
-        if len(items) + 3 >= self.min_tokens and record.run_id not in self._index:
+        items = shingles(record.code, min_tokens=self.min_tokens)
+        if items and record.run_id not in self._index:
             mh = self._minhash(items)
             near = self._lsh.query(mh)
             if len(near) < self.max_cluster and any(
                 self._index[k][0] != record.agent_id for k in near if k in self._index
             ):
                 self._pending.append((self._n + self.delay, record.run_id))
-            first_line = next((ln.strip() for ln in record.code.splitlines()
+            first_line = next((ln.strip() for ln in record.code.split("\n", 30)
                                if ln.strip() and not ln.lstrip().startswith(("#", "import",
                                                                              "from "))), "")
-            self._lsh.insert(record.run_id, mh)
-            self._family.insert(record.run_id, mh)
-            self._index[record.run_id] = (record.agent_id, mh, first_line[:80])
-            if len(self._index) > self.max_records:
+            if len(self._index) >= self.max_records:
                 old, _ = self._index.popitem(last=False)
                 self._lsh.remove(old)
-                self._family.remove(old)
+                slot = self._slots.pop(old)
+                self._valid[slot] = False
+                self._free.append(slot)
+            self._lsh.insert(record.run_id, mh)
+            self._index[record.run_id] = (record.agent_id, mh, first_line[:80])
+            slot = self._free.pop()
+            self._slots[record.run_id] = slot
+            self._matrix[slot] = mh.hashvalues
+            self._valid[slot] = True
         return self._due(flush=False)
 
     def finish(self) -> list[Alert]:
