@@ -61,7 +61,7 @@ def _app(db_url: str) -> Any:
 
 def test_worker_raises_alerts_in_chain_order(db_url: str) -> None:
     app = _app(db_url)
-    worker = app.state.service.detection._proc
+    worker = app.state.service.detection._workers[0].proc
     with TestClient(app) as client:
         assert worker.is_alive()
         noise = [make_record(i, stdout_raw=f"n{i}\n") for i in range(300)]

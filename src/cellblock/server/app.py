@@ -24,7 +24,13 @@ from starlette.concurrency import run_in_threadpool
 from cellblock.errors import PolicyError
 from cellblock.logs.record import RunRecord
 from cellblock.logs.store import InvalidRecord, LogStoreError, Store, StoredAlert, StoredRun
-from cellblock.server.detection import AlertSource, InlineDetection, ProcessDetection
+from cellblock.server.detection import (
+    AlertSource,
+    InlineDetection,
+    ProcessDetection,
+    default_engine,
+    default_engine_groups,
+)
 from cellblock.server.metrics import Metrics
 from cellblock.server.render import alert_needles, highlight, visible
 from cellblock.server.service import IngestResult, IngestService
@@ -74,8 +80,13 @@ def create_app(
         )
     store = Store(settings.db_url)
     metrics = Metrics()
-    runner = ProcessDetection if settings.detection == "process" else InlineDetection
-    detection = runner(store, engine_factory or _default_engine, metrics, settings.warm_runs)
+    detection: InlineDetection | ProcessDetection
+    if settings.detection == "process":
+        groups = [engine_factory] if engine_factory else default_engine_groups()
+        detection = ProcessDetection(store, groups, metrics, settings.warm_runs)
+    else:
+        detection = InlineDetection(store, engine_factory or default_engine, metrics,
+                                    settings.warm_runs)
     service = IngestService(store, detection, metrics)
     service.start()
 

@@ -4,11 +4,14 @@ Inline (``detection="inline"``): the engine observes each new record right after
 batch commits, under the service's lock, so an alert is stored before the POST that
 carried its record returns. Simple and exact, but detection shares the ingesting core.
 
-Process (``detection="process"``, the default for ``cellblock serve``): a forked worker
-owns the engine. The service only tells it "the chain grew to seq N"; the worker reads
-the new runs from the store in seq order, observes them and stores the alerts itself.
+Process (``detection="process"``, the default for ``cellblock serve``): forked workers
+own the engines. The service only wakes them after a commit; each worker reads the new
+runs from the store in seq order, observes them and stores the alerts itself.
 Ingestion and detection then run on different cores, and a slow detector delays alerts
-instead of slowing ingestion. The worker exits on its own when the service dies.
+instead of slowing ingestion. The built-in detectors are split into two workers, the
+fast ones and the costly ones (see :func:`default_engine_groups`), so a costly detector
+falling behind under peak load never delays the alerts of the others. A worker exits on
+its own when the service dies.
 
 Both warm up the same way: the newest ``warm_runs`` stored runs are replayed into a
 fresh engine at start, so a restart keeps recent correlation context; alerts found
@@ -32,11 +35,18 @@ from cellblock.logs.record import RunRecord
 from cellblock.logs.store import Store, StoredRun
 from cellblock.server.metrics import Metrics
 
-__all__ = ["AlertSource", "Detection", "InlineDetection", "ProcessDetection"]
+__all__ = [
+    "AlertSource",
+    "Detection",
+    "InlineDetection",
+    "ProcessDetection",
+    "default_engine",
+    "default_engine_groups",
+]
 
 log = logging.getLogger(__name__)
 
-_READ_CHUNK = 2000
+_READ_CHUNK = 500
 
 
 class AlertSource(Protocol):
@@ -61,6 +71,36 @@ class Detection(Protocol):
         """Every run up to this seq has been analysed."""
 
     def close(self) -> None: ...
+
+
+SLOW_DETECTORS = frozenset({"near-duplicate-code"})
+"""Built-in detectors that cost far more per record than the rest (MinHash + LSH
+queries; measured ~5k records/s alone on this project's 2-core reference machine, against
+~7k/s for all the others together), so they get a worker of their own."""
+
+
+def default_engine() -> AlertSource:
+    """Every built-in detector in one engine (inline detection, batch use)."""
+    from cellblock.detect.engine import DetectionEngine
+
+    return DetectionEngine()
+
+
+def _fast_engine() -> AlertSource:
+    from cellblock.detect.engine import DetectionEngine, default_detectors
+
+    return DetectionEngine([d for d in default_detectors() if d.name not in SLOW_DETECTORS])
+
+
+def _slow_engine() -> AlertSource:
+    from cellblock.detect.engine import DetectionEngine, default_detectors
+
+    return DetectionEngine([d for d in default_detectors() if d.name in SLOW_DETECTORS])
+
+
+def default_engine_groups() -> list[Callable[[], AlertSource]]:
+    """Factories for the detection workers: the fast detectors, then the slow ones."""
+    return [_fast_engine, _slow_engine]
 
 
 def _observe(engine: AlertSource, record: RunRecord) -> list[Alert]:
@@ -124,34 +164,70 @@ class InlineDetection:
 
 
 class ProcessDetection:
-    """Detection in a forked worker process (see the module docstring)."""
+    """Detection in forked worker processes (see the module docstring).
 
-    def __init__(self, store: Store, engine_factory: Callable[[], AlertSource],
+    One worker per engine factory: each sees every run and keeps its own cursor, so a
+    slow group of detectors only delays its own alerts, never the fast ones.
+    """
+
+    def __init__(self, store: Store, engine_factories: Sequence[Callable[[], AlertSource]],
                  metrics: Metrics, warm_runs: int) -> None:
         self.store = store
         self.metrics = metrics
         self.warm_runs = warm_runs
-        self._factory = engine_factory
-        self._ctx = multiprocessing.get_context("fork")
-        self._wake: Any = None
-        self._stop: Any = None
-        self._proc: Any = None
-        self._events: Connection | None = None
-        self._reader: threading.Thread | None = None
-        self._seq = 0
-        self._closing = False
+        self._workers = [_Worker(self, factory, i) for i, factory in enumerate(engine_factories)]
         self.warmed = 0
 
     def start(self) -> None:
-        self._spawn()
+        for worker in self._workers:
+            worker.spawn()
+        self.warmed = max((w.warmed for w in self._workers), default=0)
 
-    def _spawn(self) -> None:
+    def after_commit(self, inserted: Sequence[StoredRun]) -> list[Alert]:
+        if inserted:
+            for worker in self._workers:
+                worker.wake()
+        return []
+
+    def detected_seq(self) -> int:
+        return min((w.seq for w in self._workers), default=self.store.head()[0])
+
+    def worker_pids(self) -> list[int]:
+        return [w.pid for w in self._workers if w.pid]
+
+    def close(self) -> None:
+        for worker in self._workers:
+            worker.stop()
+
+
+class _Worker:
+    """One detection worker process and the thread that reads its progress reports."""
+
+    def __init__(self, owner: ProcessDetection, factory: Callable[[], AlertSource],
+                 index: int) -> None:
+        self.owner = owner
+        self.factory = factory
+        self.index = index
+        self._ctx = multiprocessing.get_context("fork")
+        self._wake: Any = None
+        self._stop: Any = None
+        self.proc: Any = None
+        self._events: Connection | None = None
+        self.seq = 0
+        self.warmed = 0
+        self._closing = False
+
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid) if self.proc is not None and self.proc.pid else 0
+
+    def spawn(self) -> None:
         wake, stop = self._ctx.Event(), self._ctx.Event()
         ours, theirs = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(
-            target=_worker_main, name="cellblock-detect", daemon=True,
-            args=(self.store.url, self._factory, self.warm_runs, wake, stop, theirs,
-                  os.getpid()),
+            target=_worker_main, name=f"cellblock-detect-{self.index}", daemon=True,
+            args=(self.owner.store.url, self.factory, self.owner.warm_runs, wake, stop,
+                  theirs, os.getpid()),
         )
         proc.start()
         theirs.close()
@@ -162,23 +238,23 @@ class ProcessDetection:
             proc.join(timeout=10)
             raise RuntimeError(f"detection worker failed to start ({proc.exitcode})") from exc
         assert kind == "ready"
-        self.warmed, self._seq = int(warmed), int(seq)
-        self._wake, self._stop, self._proc, self._events = wake, stop, proc, ours
-        self._reader = threading.Thread(target=self._read_events, args=(ours, proc),
-                                        name="cellblock-detect-events", daemon=True)
-        self._reader.start()
+        self.warmed, self.seq = int(warmed), int(seq)
+        self._wake, self._stop, self.proc, self._events = wake, stop, proc, ours
+        threading.Thread(target=self._read_events, args=(ours, proc),
+                         name=f"cellblock-detect-events-{self.index}", daemon=True).start()
 
     def _read_events(self, conn: Connection, proc: Any) -> None:
+        metrics = self.owner.metrics
         while True:
             try:
                 kind, seq, detectors, seconds = conn.recv()
             except (EOFError, OSError):
                 break
             if kind == "progress":
-                self._seq = max(self._seq, int(seq))
+                self.seq = max(self.seq, int(seq))
                 for name in detectors:
-                    self.metrics.alerts_raised.labels(detector=name).inc()
-                self.metrics.detect_seconds.observe(float(seconds))
+                    metrics.alerts_raised.labels(detector=name).inc()
+                metrics.detect_seconds.observe(float(seconds))
         proc.join(timeout=5)
         if not self._closing:
             # The worker died (a bug or the OOM killer): start a fresh one, which
@@ -186,27 +262,24 @@ class ProcessDetection:
             log.error("detection worker exited (code %s); restarting it", proc.exitcode)
             time.sleep(1.0)
             if not self._closing:
-                self._spawn()
+                self.spawn()
 
-    def after_commit(self, inserted: Sequence[StoredRun]) -> list[Alert]:
+    def wake(self) -> None:
         # A wake-up, not a message: any number of commits coalesce into one pass of
         # the worker, and the service never blocks on a full pipe.
-        if inserted and self._wake is not None:
+        if self._wake is not None:
             self._wake.set()
-        return []
 
-    def detected_seq(self) -> int:
-        return self._seq
-
-    def close(self) -> None:
+    def stop(self) -> None:
         self._closing = True
         if self._stop is not None:
             self._stop.set()
-        if self._proc is not None:
-            self._proc.join(timeout=10)
-            if self._proc.is_alive():
-                self._proc.kill()
-                self._proc.join(timeout=10)
+            self._wake.set()
+        if self.proc is not None:
+            self.proc.join(timeout=10)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join(timeout=10)
         if self._events is not None:
             self._events.close()
 
@@ -222,14 +295,16 @@ def _worker_main(url: str, factory: Callable[[], AlertSource], warm_runs: int,
         wake.wait(0.5)
         # Clear before reading: a commit that lands during the pass sets it again.
         wake.clear()
-        last = _follow(store, engine, last, events)
+        last = _follow(store, engine, last, events, lambda: stop.is_set() or
+                       os.getppid() != parent)
     store.close()
     events.close()
 
 
-def _follow(store: Store, engine: AlertSource, last: int, events: Connection) -> int:
+def _follow(store: Store, engine: AlertSource, last: int, events: Connection,
+            quit_now: Callable[[], bool]) -> int:
     """Analyse every run after ``last``; report progress after each chunk."""
-    while True:
+    while not quit_now():
         t0 = time.perf_counter()
         runs = store.list_runs(after_seq=last, limit=_READ_CHUNK)
         if not runs:
@@ -240,4 +315,8 @@ def _follow(store: Store, engine: AlertSource, last: int, events: Connection) ->
             if alerts:
                 detectors.extend(a.detector for a in store.add_alerts(alerts, run.seq))
         last = runs[-1].seq
-        events.send(("progress", last, detectors, time.perf_counter() - t0))
+        try:
+            events.send(("progress", last, detectors, time.perf_counter() - t0))
+        except OSError:  # the service is gone
+            break
+    return last
