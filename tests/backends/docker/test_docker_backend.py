@@ -40,13 +40,14 @@ def sandbox(name: str, policy: Policy | None = None, **opts: Any) -> Sandbox:
 
 def test_identity_env_and_privileges(backend_name: str) -> None:
     code = textwrap.dedent("""
-        import os, socket
+        import ctypes, os, socket
         status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())
+        PR_GET_NO_NEW_PRIVS = 39  # /proc/self/status of gVisor 2022 has no NoNewPrivs line
         print(os.getuid(), os.getgid(), os.getgroups())
         print(os.getcwd(), socket.gethostname())
         print(sorted(os.environ.items()))
         print(status['CapEff'].strip(), status['CapPrm'].strip(), status['CapBnd'].strip())
-        print(status['NoNewPrivs'].strip())
+        print(ctypes.CDLL(None, use_errno=True).prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0))
     """)
     with sandbox(backend_name, Policy(timeout_s=20, env={"MODE": "test"})) as sb:
         r = sb.run(code)
@@ -194,8 +195,8 @@ def test_fork_bomb_stopped_at_the_pids_limit(backend_name: str) -> None:
         # gVisor: the sandbox kernel refuses the fork (RLIMIT_NPROC, per sandbox); the
         # host cannot see that, so the program runs into the timeout.
         assert r.killed_reason == "timeout", r
-        refused = int(r.stdout.split()[-1])
-        assert refused < 16
+        forked = int(r.stdout.split()[-1])
+        assert forked + 1 <= 16  # the parent plus its children, alive at once
     assert r.exit_code == 137
 
 

@@ -80,7 +80,7 @@ class TestSpec:
         spec = build_spec(DockerOptions(), Policy(max_pids=32), "runsc")
         hc = spec.host_config
         assert hc["runtime"] == "runsc"
-        assert {"Name": "nproc", "Soft": 32, "Hard": 32} in hc["ulimits"]
+        assert {"Name": "nproc", "Soft": 31, "Hard": 31} in hc["ulimits"]
         assert not any(o.startswith("seccomp=") for o in hc["security_opt"])
 
     def test_pool_key_depends_on_policy(self) -> None:

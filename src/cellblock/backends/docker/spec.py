@@ -140,7 +140,11 @@ def build_spec(options: DockerOptions, policy: Policy, runtime: Runtime) -> Cont
         # filter on the Sentry). RLIMIT_NPROC is per sandbox there (a separate kernel),
         # unlike under runc where it counts every process of host uid 1000.
         pids_limit = _GVISOR_HOST_PIDS_BASE + _GVISOR_HOST_PIDS_PER_GUEST * policy.max_pids
-        ulimits.append({"Name": "nproc", "Soft": policy.max_pids, "Hard": policy.max_pids})
+        # gVisor charges a task to the uid it was created with: the program's first
+        # process is forked by root (tini) and only then becomes uid 1000, so it is not
+        # counted. One less keeps "alive at once" at max_pids, as under runc.
+        nproc = max(1, policy.max_pids - 1)
+        ulimits.append({"Name": "nproc", "Soft": nproc, "Hard": nproc})
         memory_mb += GVISOR_MEMORY_OVERHEAD_MB
     host_config: dict[str, Any] = {
         "network_mode": "none",
