@@ -54,3 +54,11 @@ def test_same_agent_repeating_itself_is_silent() -> None:
     records.insert(30, rec("m1", code=ENCODER.format(n=17, msg="a")))
     records.insert(60, rec("m1", code=ENCODER.format(n=17, msg="b")))
     assert _feed(records) == []
+
+
+def test_window_is_bounded() -> None:
+    det = NearDuplicateCodeDetector(max_records=50, warmup=5, delay=5)
+    rng = random.Random(3)
+    for r in _honest(rng, 200):
+        det.observe(r)
+    assert len(det._index) == 50 and int(det._valid.sum()) == 50

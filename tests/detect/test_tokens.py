@@ -92,3 +92,16 @@ def test_digest_of_same_file_is_not_shared_token() -> None:
     records.insert(30, rec("a", code="print(hashlib.sha256(d).hexdigest())", stdout=digest))
     records.insert(60, rec("b", code="print(hashlib.sha256(d).hexdigest())", stdout=digest))
     assert _run(records) == []
+
+
+def test_key_table_stays_bounded() -> None:
+    rng = random.Random(7)
+    det = SharedRareTokenDetector(max_keys=500, warmup=10, delay=20)
+    for i in range(400):
+        det.observe(rec(f"h{i % 9}", code=f"x = 'K{rng.getrandbits(40):x}q'\n",
+                        stdout=" ".join(f"w{rng.getrandbits(20):x}z" for _ in range(10))))
+        assert len(det._keys) <= 500
+    # Still works after pruning: a key shared now is reported.
+    det.observe(rec("a", code="k = 'k7Qz91fX'"))
+    det.observe(rec("b", code="k = 'k7Qz91fX'"))
+    assert any("k7Qz91fX" in a.evidence for a in det.finish())

@@ -183,12 +183,27 @@ class SharedRareTokenDetector(Detector):
             info.in_code = info.in_code or in_code
 
     def _prune(self) -> None:
-        """Drop the older half of keys seen only once (bounded memory)."""
-        cutoff = self._n - max(self.delay * 2, 1000)
-        for key in [k for k, e in self._keys.items() if e.df == 1 and e.first < cutoff]:
+        """Bring the key table down to 3/4 of ``max_keys`` (bounded memory).
+
+        Keys seen in a single run go first (they are most of the table), then the oldest
+        keys whatever their count. Forgetting a key only makes it look rarer if it comes
+        back, and it can be reported only if two agents use it again within the window.
+        Runs once per ``max_keys / 4`` new keys, so its cost is amortised.
+        """
+        target = self.max_keys * 3 // 4
+        singles = sorted((k for k, e in self._keys.items() if e.df == 1),
+                         key=lambda k: self._keys[k].first)
+        for key in singles[: max(0, len(self._keys) - target)]:
             del self._keys[key]
+        if len(self._keys) > target:
+            oldest = sorted(self._keys.items(), key=lambda kv: kv[1].first)
+            for key, _ in oldest[: len(self._keys) - target]:
+                del self._keys[key]
         if len(self._words) > self.max_keys:
-            self._words = {w: c for w, c in self._words.items() if c > 1}
+            floor = 1
+            while len(self._words) > target:
+                self._words = {w: c for w, c in self._words.items() if c > floor}
+                floor *= 2
 
     # -- decisions ---------------------------------------------------------------------
 

@@ -98,7 +98,7 @@ def _line_endings(text: str) -> tuple[str, str] | None:
     # Bits make CRLF runs of one or two lines; a printed CSV file (header and rows) is a
     # block of three or more.
     short_crlf = sum(1 for e, n in runs if e == "crlf" and n <= 2)
-    if len(runs) >= 5 and short_crlf >= 1:
+    if len(runs) >= 4 and short_crlf >= 1:
         return (f"line endings switch CRLF/LF {len(runs) - 1} times", "".join(
             "1" if e == "crlf" else "0" for e in endings[:40]))
     return None
