@@ -42,3 +42,19 @@ def test_corpus_is_deterministic_and_labelled() -> None:
     assert "data:image/png;base64," in honest_text
     assert "\ufe0f" in honest_text and "\u200d" in honest_text
     assert "\r\n" in honest_text and "\t" in honest_text
+
+
+def test_every_alert_is_well_formed() -> None:
+    from cellblock.detect.engine import DetectionEngine
+
+    corpus = generate(seed=8, runs=600)
+    alerts = DetectionEngine().analyze(corpus.records)
+    known = {r.run_id: r.agent_id for r in corpus.records}
+    assert {a.detector for a in alerts} >= {"encoding", "unicode", "whitespace", "dead-drop",
+                                            "exit-codes", "shared-tokens"}
+    for alert in alerts:
+        assert 0 < len(alert.evidence) <= 200
+        assert alert.agents and alert.run_ids
+        assert all(r in known for r in alert.run_ids)
+        assert set(alert.agents) <= {known[r] for r in alert.run_ids}
+    assert len({a.alert_id for a in alerts}) == len(alerts)
