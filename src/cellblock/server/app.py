@@ -172,9 +172,13 @@ def create_app(
                                 status_code=503)
         detected = detection.detected_seq()
         metrics.detected_seq.set(detected)
-        return JSONResponse({"status": "ok", "head_seq": seq, "head_hash": digest,
-                             "detected_seq": detected, "detection": settings.detection,
-                             "warmed_runs": detection.warmed})
+        body: dict[str, Any] = {
+            "status": "ok", "head_seq": seq, "head_hash": digest, "detected_seq": detected,
+            "detection": settings.detection, "warmed_runs": detection.warmed,
+        }
+        if isinstance(detection, ProcessDetection):
+            body["worker_seqs"] = detection.worker_seqs()
+        return JSONResponse(body)
 
     @app.get("/metrics")
     def prometheus() -> Response:

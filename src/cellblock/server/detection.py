@@ -21,6 +21,7 @@ committed just before a crash but not yet analysed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -192,6 +193,9 @@ class ProcessDetection:
     def detected_seq(self) -> int:
         return min((w.seq for w in self._workers), default=self.store.head()[0])
 
+    def worker_seqs(self) -> list[int]:
+        return [w.seq for w in self._workers]
+
     def worker_pids(self) -> list[int]:
         return [w.pid for w in self._workers if w.pid]
 
@@ -287,6 +291,10 @@ class _Worker:
 def _worker_main(url: str, factory: Callable[[], AlertSource], warm_runs: int,
                  wake: Any, stop: Any, events: Connection, parent: int) -> None:
     """The detection worker: warm up, then follow the chain until told to stop."""
+    # Ingestion first: under a burst the workers yield the CPU to the service (a run
+    # must never be refused or delayed because analysis is busy) and catch up after.
+    with contextlib.suppress(OSError):
+        os.nice(10)
     store = Store(url, migrate=False)
     engine = factory()
     warmed, last, _ = _warm(store, engine, warm_runs)
