@@ -185,16 +185,15 @@ def test_fork_bomb_stopped_at_the_pids_limit(backend_name: str) -> None:
             print('fork refused after', n, flush=True)
         time.sleep(30)
     """)
-    with sandbox(backend_name, Policy(timeout_s=5, max_pids=16)) as sb:
+    with sandbox(backend_name, Policy(timeout_s=20, max_pids=16)) as sb:
         r = sb.run(code)
-    if backend_name == "docker":
-        # runc: the container's pids cgroup fires and cellblock stops the sandbox at once.
-        assert r.killed_reason == "pids", r
-        assert "pids" in r.limits_hit
-    else:
-        # gVisor: the sandbox kernel refuses the fork (RLIMIT_NPROC, per sandbox); the
-        # host cannot see that, so the program runs into the timeout.
-        assert r.killed_reason == "timeout", r
+    # runc: the container's pids cgroup fires. gVisor: the sandbox kernel refuses the fork
+    # (RLIMIT_NPROC) and the in-sandbox watcher reports it. Either way the sandbox is
+    # stopped at once, not at the timeout.
+    assert r.killed_reason == "pids", r
+    assert "pids" in r.limits_hit
+    assert not r.timed_out
+    if "fork refused after" in r.stdout:
         forked = int(r.stdout.split()[-1])
         assert forked + 1 <= 16  # the parent plus its children, alive at once
     assert r.exit_code == 137
@@ -303,7 +302,7 @@ def test_gvisor_has_its_own_kernel(backend_name: str) -> None:
     with sandbox(backend_name) as sb:
         r = sb.run("import platform; print(platform.release())")
     if backend_name == "gvisor":
-        assert r.stdout.strip() != platform.release()
+        assert r.stdout.strip() != platform.release()  # gVisor's own kernel answers
     else:
         assert r.stdout.strip() == platform.release()  # runc shares the host kernel
 

@@ -11,11 +11,14 @@ whole PID namespace (every child, ``setsid`` or not) with it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import secrets
 import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
@@ -56,7 +59,8 @@ _READ_CHUNK = 65536
 _SIGKILL_EXIT = 137
 _RUNSC_HINT = (
     "install gVisor (`apt-get install runsc`), register it in /etc/docker/daemon.json as "
-    '{"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]}}} '
+    '{"runtimes": {"runsc": {"path": "/usr/bin/runsc", '
+    '"runtimeArgs": ["--network=none", "--oci-seccomp"]}}} '
     "and reload the daemon with `kill -HUP $(pidof dockerd)`"
 )
 
@@ -96,6 +100,8 @@ class DockerBackend(Backend):
     name: ClassVar[str] = "docker"
     options_type: ClassVar[type[DockerOptions]] = DockerOptions
     runtime: ClassVar[Runtime] = "runc"
+    # How often the pids probe runs: a file read (runc) or a flag (gVisor's watcher).
+    _pids_probe_interval: ClassVar[float] = 0.05
 
     options: DockerOptions
 
@@ -112,31 +118,22 @@ class DockerBackend(Backend):
         self._killer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cellblock-kill")
         self._active_lock = threading.Lock()
         self._image_checked = False
+        # runc applies the seccomp profile itself; runsc only with --oci-seccomp.
+        self._oci_seccomp = self.runtime == "runc"
         self._closed = False
 
     # -- Backend API -----------------------------------------------------------------
 
     def prepare(self, policy: Policy) -> None:
         """Check the daemon, the runtime and the image; reap leftovers; warm the pool."""
-        if policy.network.mode != "none":
-            raise ProtectionUnavailable(
-                "network allowlist",
-                detail=f"the {self.name} backend only supports network mode 'none'",
-                hint="use network='none', or the bwrap backend for an allowlist",
-            )
-        self._check_ready()
+        self._check_policy(policy)
         self._reap_leftovers_once()
         self._pool.warm(self._spec_for(policy).key)
 
     def execute(self, request: ExecRequest, cancel: CancelToken) -> RawOutcome:
         if self._closed:
             raise SandboxUnavailable(detail="the backend has been closed")
-        if request.policy.network.mode != "none":
-            raise ProtectionUnavailable(
-                "network allowlist",
-                detail=f"the {self.name} backend only supports network mode 'none'",
-            )
-        self._check_ready()
+        self._check_policy(request.policy)
         spec = self._spec_for(request.policy)
         cid = self._pool.take(spec.key)
         if cid is None:
@@ -234,13 +231,32 @@ class DockerBackend(Backend):
                         "gvisor runtime", detail=f"runtime {self.runtime!r} is not registered",
                         hint=_RUNSC_HINT,
                     )
-                if "--network=none" not in _runtime_args(entry):
+                args = _runtime_args(entry)
+                if "--network=none" not in args:
                     raise ProtectionUnavailable(
                         "gvisor runtime",
                         detail="runsc is registered without runtimeArgs [\"--network=none\"]",
                         hint=_RUNSC_HINT,
                     )
+                self._oci_seccomp = "--oci-seccomp" in args
         self._image_checked = True
+
+    def _check_policy(self, policy: Policy) -> None:
+        """Fail closed when a protection ``policy`` requires is missing here."""
+        if policy.network.mode != "none":
+            raise ProtectionUnavailable(
+                "network allowlist",
+                detail=f"the {self.name} backend only supports network mode 'none'",
+                hint="use network='none', or the bwrap backend for an allowlist",
+            )
+        self._check_ready()
+        if not self._oci_seccomp and "seccomp" not in policy.unsafe_allow_missing:
+            raise ProtectionUnavailable(
+                "seccomp",
+                detail="runsc is registered without --oci-seccomp: gVisor would ignore "
+                "cellblock's seccomp profile",
+                hint=_RUNSC_HINT,
+            )
 
     def _reap_leftovers_once(self) -> None:
         with _reap_lock:
@@ -258,8 +274,9 @@ class DockerBackend(Backend):
         client = self._clients.get()
         policy = request.policy
         call = _Call()
-        demux = CappedDemux(policy.output_limit_bytes, READY_MARKER)
-        payload = build_bundle(request) + (request.stdin or b"")
+        alarm = secrets.token_hex(16) if self.runtime == "runsc" else ""
+        demux = CappedDemux(policy.output_limit_bytes, READY_MARKER, alarm.encode())
+        payload = build_bundle(request, alarm) + (request.stdin or b"")
         with engine_errors("attach to the sandbox container"):
             attached = client.attach_socket(
                 cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
@@ -267,7 +284,6 @@ class DockerBackend(Backend):
         sock: socket.socket = getattr(attached, "_sock", attached)
         writer: threading.Thread | None = None
         try:
-            pids_events = None
             t0 = time.monotonic()
             with engine_errors("start the sandbox container"):
                 client.start(cid)
@@ -276,8 +292,13 @@ class DockerBackend(Backend):
                 target=_write_stdin, args=(sock, payload), name="cellblock-stdin", daemon=True
             )
             writer.start()
+            pids_probe: Callable[[], bool] | None = None
             if self.runtime == "runc":
-                pids_events = _pids_events_path(cid)
+                events = _pids_events_path(cid)
+                if events is not None:
+                    pids_probe = functools.partial(_pids_limit_hit, events)
+            else:
+                pids_probe = functools.partial(getattr, demux, "alarmed")
 
             kill_errors: list[BaseException] = []
 
@@ -288,7 +309,7 @@ class DockerBackend(Backend):
                 if call.kill_for(reason):
                     self._killer.submit(self._kill_container, cid, kill_errors)
 
-            ended_at = self._pump(sock, demux, call, deadline, cancel, pids_events, kill)
+            ended_at = self._pump(sock, demux, call, deadline, cancel, pids_probe, kill)
             if kill_errors:
                 raise kill_errors[0]
             duration_ms = (ended_at - t0) * 1000
@@ -327,7 +348,7 @@ class DockerBackend(Backend):
         return RawOutcome(
             exit_code=exit_code,
             stdout=bytes(demux.stdout),
-            stderr=bytes(demux.stderr),
+            stderr=demux.stderr_without_alarm(),
             stdout_truncated=demux.stdout_total > demux.cap,
             stderr_truncated=demux.stderr_total > demux.cap,
             timed_out=call.killed == "timeout",
@@ -346,8 +367,8 @@ class DockerBackend(Backend):
         call: _Call,
         deadline: float,
         cancel: CancelToken,
-        pids_events: Path | None,
-        kill: Any,
+        pids_probe: Callable[[], bool] | None,
+        kill: Callable[[KilledReason], None],
     ) -> float:
         """Read the attach stream until it closes, enforcing every limit on the way.
 
@@ -355,6 +376,7 @@ class DockerBackend(Backend):
         exited, so every process in it is dead).
         """
         drain_until: float | None = None
+        next_probe = time.monotonic() + self._pids_probe_interval
         poller = select.poll()
         poller.register(sock.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
         while True:
@@ -366,8 +388,10 @@ class DockerBackend(Backend):
                     kill("timeout")
                 elif demux.overflowed:
                     kill("output")
-                elif pids_events is not None and _pids_limit_hit(pids_events):
-                    kill("pids")
+                elif pids_probe is not None and now >= next_probe:
+                    next_probe = now + self._pids_probe_interval
+                    if pids_probe():
+                        kill("pids")
             if call.killed is not None and drain_until is None:
                 drain_until = now + _DRAIN_S
             if drain_until is not None and now >= drain_until:
@@ -497,14 +521,16 @@ def _host_checks(runtime: Runtime, backend: str) -> list[HostCheck]:
                                         "runsc is not registered with the daemon", _RUNSC_HINT))
             else:
                 args = _runtime_args(entry)
-                if "--network=none" in args:
+                missing = [a for a in ("--network=none", "--oci-seccomp") if a not in args]
+                if not missing:
                     checks.append(HostCheck(f"{backend}: runsc runtime", "ok",
                                             f"registered: {entry.get('path', 'runsc')} {' '.join(args)}"))
                 else:
                     checks.append(HostCheck(
                         f"{backend}: runsc runtime", "fail",
-                        "runsc is registered without runtimeArgs [\"--network=none\"]; "
-                        "network-less containers fail to start", _RUNSC_HINT))
+                        f"runsc is registered without runtimeArgs {missing}: --network=none "
+                        "is needed to start network-less containers, --oci-seccomp to apply "
+                        "cellblock's seccomp profile inside gVisor", _RUNSC_HINT))
         tag = docker_tag()
         try:
             client.inspect_image(tag)

@@ -75,7 +75,7 @@ _GVISOR_HOST_PIDS_BASE = 256
 _GVISOR_HOST_PIDS_PER_GUEST = 16
 
 _BOOTSTRAP = r"""
-read -r lang n || exit 97
+read -r lang n alarm || exit 97
 case $lang in
   python) set -- python3 /work/main.py ;;
   bash) set -- bash /work/main.sh ;;
@@ -84,7 +84,8 @@ esac
 head -c "$n" | tar -x -f - -C / || { echo "cellblock bootstrap: extract failed" >&2; exit 98; }
 command -v setpriv >/dev/null && command -v "$1" >/dev/null || {
   echo "cellblock bootstrap: setpriv or $1 missing from the image" >&2; exit 99; }
-unset OLDPWD PWD __UNSET__
+__WATCH__
+unset OLDPWD PWD alarm __UNSET__
 printf '\000cellblock-ready\n'
 exec setpriv --reuid=1000 --regid=1000 --clear-groups --bounding-set=-all \
   --inh-caps=-all --ambient-caps=-all --no-new-privs -- "$@"
@@ -112,10 +113,31 @@ class ContainerSpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def bootstrap_script(policy: Policy) -> str:
+# gVisor only: the host cannot see the guest's refused forks (RLIMIT_NPROC is enforced
+# inside gVisor's kernel), so a root watcher inside the sandbox reports when the sandbox
+# user's processes fill the limit. It counts /proc entries with a shell glob (no fork),
+# sleeps a fifth of a second between looks, and on a hit writes the per-call alarm nonce
+# (sent on stdin with the code, never in argv or the environment, so the program cannot
+# read or forge it) to stderr; cellblock then kills the container. The sandbox user
+# cannot signal or trace it (different uid, no capabilities, seccomp denies ptrace).
+# Threshold: the user's max_pids processes plus tini and the watcher itself.
+_WATCHER = r"""
+if [ -n "$alarm" ]; then
+  ( while :; do
+      set -- /proc/[0-9]*
+      if [ $# -ge __THRESHOLD__ ]; then printf '\n%s\n' "$alarm" >&2; exit 0; fi
+      sleep 0.2 || exit 0
+    done ) </dev/null >/dev/null &
+fi
+""".strip()
+
+
+def bootstrap_script(policy: Policy, runtime: Runtime = "runc") -> str:
     """The shell bootstrap; it unsets the variables Docker adds that the policy did not ask for."""
     drop = [name for name in ("HOSTNAME",) if name not in policy.env]
-    return _BOOTSTRAP.replace("__UNSET__", " ".join(drop)).strip() + "\n"
+    watch = _WATCHER.replace("__THRESHOLD__", str(policy.max_pids + 2)) if runtime == "runsc" else ""
+    script = _BOOTSTRAP.replace("__UNSET__", " ".join(drop)).replace("__WATCH__", watch)
+    return script.strip() + "\n"
 
 
 def build_spec(options: DockerOptions, policy: Policy, runtime: Runtime) -> ContainerSpec:
@@ -129,20 +151,27 @@ def build_spec(options: DockerOptions, policy: Policy, runtime: Runtime) -> Cont
         {"Name": "core", "Soft": 0, "Hard": 0},
         {"Name": "nofile", "Soft": 4096, "Hard": 4096},
     ]
-    security_opt = ["no-new-privileges:true"]
+    # The same seccomp profile on both runtimes. runc loads it into the host kernel;
+    # runsc enforces it inside the sandbox (gVisor's Sentry) when the runtime is
+    # registered with --oci-seccomp, which cellblock requires (see _check_ready). Without
+    # it gVisor would allow, e.g., unshare(CLONE_NEWUSER) and AF_PACKET sockets in its
+    # own kernel.
+    security_opt = [
+        "no-new-privileges:true",
+        "seccomp=" + json.dumps(docker_profile(), separators=(",", ":")),
+    ]
     if runtime == "runc":
         # The pids cgroup counts every task of the container: exact and per sandbox.
         pids_limit = policy.max_pids
-        security_opt.append("seccomp=" + json.dumps(docker_profile(), separators=(",", ":")))
     else:
-        # Under runsc the sandbox kernel is gVisor itself: it implements the syscalls, so
-        # a host seccomp profile for the guest does not apply (runsc installs its own
-        # filter on the Sentry). RLIMIT_NPROC is per sandbox there (a separate kernel),
-        # unlike under runc where it counts every process of host uid 1000.
+        # Under runsc the host pids cgroup counts Sentry and gofer threads, not guest
+        # processes, so guest processes are limited by RLIMIT_NPROC, which gVisor's
+        # kernel counts per sandbox (under runc it would count every process of host uid
+        # 1000, shared by all sandboxes). gVisor charges a task to the uid it was created
+        # with: the program's first process is forked by root (tini) and only then
+        # becomes uid 1000, so it is not counted; one less keeps "alive at once" at
+        # max_pids, as under runc.
         pids_limit = _GVISOR_HOST_PIDS_BASE + _GVISOR_HOST_PIDS_PER_GUEST * policy.max_pids
-        # gVisor charges a task to the uid it was created with: the program's first
-        # process is forked by root (tini) and only then becomes uid 1000, so it is not
-        # counted. One less keeps "alive at once" at max_pids, as under runc.
         nproc = max(1, policy.max_pids - 1)
         ulimits.append({"Name": "nproc", "Soft": nproc, "Hard": nproc})
         memory_mb += GVISOR_MEMORY_OVERHEAD_MB
@@ -174,7 +203,7 @@ def build_spec(options: DockerOptions, policy: Policy, runtime: Runtime) -> Cont
     }
     config: dict[str, Any] = {
         # As the entrypoint, so an image's own ENTRYPOINT/CMD never runs instead.
-        "entrypoint": ["/bin/sh", "-c", bootstrap_script(policy), "cellblock-bootstrap"],
+        "entrypoint": ["/bin/sh", "-c", bootstrap_script(policy, runtime), "cellblock-bootstrap"],
         "user": "0:0",
         "working_dir": CODE_DIR,
         "hostname": "sandbox",
@@ -199,8 +228,11 @@ def _add_file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def build_bundle(request: ExecRequest) -> bytes:
-    """Header plus tar that the bootstrap reads from stdin (see the module docstring)."""
+def build_bundle(request: ExecRequest, alarm: str = "") -> bytes:
+    """Header plus tar that the bootstrap reads from stdin (see the module docstring).
+
+    ``alarm`` is the per-call nonce of the gVisor pids watcher (hex, or empty for none).
+    """
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
         # uid/gid 0 and fixed mtimes come from TarInfo's defaults: no host detail leaks.
@@ -216,4 +248,4 @@ def build_bundle(request: ExecRequest) -> bytes:
                 link.mode = 0o777
                 tar.addfile(link)
     body = buf.getvalue()
-    return f"{request.language} {len(body)}\n".encode() + body
+    return f"{request.language} {len(body)} {alarm}".rstrip().encode() + b"\n" + body
