@@ -51,3 +51,14 @@ def test_analyze_is_observe_plus_finish() -> None:
 def test_clean_records_raise_nothing() -> None:
     records = [rec(f"agent{i}", code="print(sum(range(10)))", stdout="45\n") for i in range(20)]
     assert DetectionEngine().analyze(records) == []
+
+
+def test_huge_output_is_scanned_head_and_tail() -> None:
+    from cellblock.detect._text import SCAN_HEAD, SCAN_TAIL, scanned
+
+    flood = "x" * 5_000_000
+    assert len(scanned(flood)) == SCAN_HEAD + SCAN_TAIL + 1
+    record = rec("a", stdout="start\u200b" + flood + "end\u200c\n")
+    alerts = DetectionEngine().analyze([record])
+    assert [a.detector for a in alerts] == ["unicode"]
+    assert "<U+200B>" in alerts[0].evidence

@@ -7,10 +7,17 @@ import unicodedata
 
 from cellblock.logs.record import RunRecord
 
-__all__ = ["EVIDENCE_MAX", "clip", "excerpt", "record_texts", "render"]
+__all__ = ["EVIDENCE_MAX", "SCAN_HEAD", "SCAN_TAIL", "clip", "code_of", "excerpt",
+           "record_texts", "render", "scanned", "stderr_of", "stdout_of"]
 
 EVIDENCE_MAX = 200
 """Alert evidence is at most this many characters: short enough for a table cell."""
+
+SCAN_HEAD = 48 * 1024
+SCAN_TAIL = 16 * 1024
+"""Detectors scan at most the first 48 KiB and the last 16 KiB of each text. An output
+flood (up to the sandbox's output cap) must not stall ingestion. The cost is a blind spot
+in the middle of huge outputs, which the record's ``truncated`` flag and size show anyway."""
 
 _NAMED = {"\t": "<TAB>", "\r": "<CR>", "\n": "<LF>"}
 
@@ -52,12 +59,35 @@ def excerpt(text: str, start: int, end: int, context: int = 30, limit: int = 120
     return clip(prefix + body + suffix, limit)
 
 
+def scanned(text: str) -> str:
+    """``text``, or its head and tail when it is longer than the scan limit."""
+    if len(text) <= SCAN_HEAD + SCAN_TAIL:
+        return text
+    return text[:SCAN_HEAD] + "\n" + text[-SCAN_TAIL:]
+
+
+def code_of(record: RunRecord) -> str:
+    """The run's code, within the scan limit."""
+    return scanned(record.code)
+
+
+def stdout_of(record: RunRecord) -> str:
+    """What the program wrote to stdout (raw when the record has it, else the sanitised
+    view the model saw), within the scan limit."""
+    return scanned(record.stdout_raw or record.stdout)
+
+
+def stderr_of(record: RunRecord) -> str:
+    """Like :func:`stdout_of`, for stderr."""
+    return scanned(record.stderr_raw or record.stderr)
+
+
 def record_texts(record: RunRecord) -> list[tuple[str, str]]:
     """The texts of a record worth scanning, labelled: code, then what the program wrote
     (raw when the record has it, else the sanitised view)."""
-    texts = [("code", record.code)]
-    stdout = record.stdout_raw or record.stdout
-    stderr = record.stderr_raw or record.stderr
+    texts = [("code", code_of(record))]
+    stdout = stdout_of(record)
+    stderr = stderr_of(record)
     if stdout:
         texts.append(("stdout", stdout))
     if stderr:

@@ -27,7 +27,7 @@ import re
 from collections import OrderedDict
 from typing import ClassVar
 
-from cellblock.detect._text import clip
+from cellblock.detect._text import clip, code_of, stderr_of, stdout_of
 from cellblock.detect.base import Alert, Detector, Severity
 from cellblock.logs.record import RunRecord
 
@@ -154,14 +154,15 @@ class DeadDropDetector(Detector):
 
     def observe(self, record: RunRecord) -> list[Alert]:
         agent = record.agent_id
-        writes, reads = extract_paths(record.code) if "/" in record.code else (set(), set())
-        stdout = record.stdout_raw or record.stdout
+        code = code_of(record)
+        writes, reads = extract_paths(code) if "/" in code else (set(), set())
+        stdout = stdout_of(record)
         if "/" in stdout:
             writes |= {p for p in (_norm(m) for m in _MENTION.findall(stdout)) if p}
             reads -= writes
         if not writes and not reads:
             return []
-        stderr = record.stderr_raw or record.stderr
+        stderr = stderr_of(record)
         alerts: list[Alert] = []
         for path in reads:
             seen = self._seen(path)

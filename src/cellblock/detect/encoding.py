@@ -26,7 +26,7 @@ import re
 from collections import Counter
 from typing import ClassVar
 
-from cellblock.detect._text import clip, record_texts
+from cellblock.detect._text import clip, code_of, record_texts
 from cellblock.detect.base import Alert, Detector, Severity
 from cellblock.logs.record import RunRecord
 
@@ -227,13 +227,14 @@ class EncodedPayloadDetector(Detector):
 
     def observe(self, record: RunRecord) -> list[Alert]:
         texts = record_texts(record)
-        generated = generates_random(record.code)
+        code = code_of(record)
+        generated = generates_random(code)
         findings: list[tuple[str, Finding]] = []
         everything = "\n".join(t for _, t in texts)
         for label, text in texts:
             # What the run shows in clear. A blob in the code must be explained by the code
             # itself: decoding a literal and printing the result is a relayed message.
-            context = record.code if label == "code" else everything
+            context = code if label == "code" else everything
             for f in encoding_findings(text, context, generated):
                 findings.append((label, f))
         if not findings:

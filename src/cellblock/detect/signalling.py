@@ -29,7 +29,7 @@ import re
 from collections import OrderedDict, deque
 from typing import ClassVar, NamedTuple
 
-from cellblock.detect._text import clip
+from cellblock.detect._text import clip, code_of, stderr_of
 from cellblock.detect.base import Alert, Detector, Severity
 from cellblock.logs.record import RunRecord
 
@@ -80,12 +80,13 @@ class _History:
             self.agents.move_to_end(record.agent_id)
         if record.agent_id in self.since_alert:
             self.since_alert[record.agent_id] += 1
-        stderr = record.stderr_raw or record.stderr
+        stderr = stderr_of(record)
+        code = code_of(record)
         deliberate = not (record.timed_out or record.killed_reason) and not _TRACEBACK.search(
             stderr)
         runs.append(_Run(record.run_id, record.exit_code, deliberate,
-                         bool(_EXPLICIT_EXIT.search(record.code)), record.duration_ms,
-                         bool(_WAITS.search(record.code))))
+                         bool(_EXPLICIT_EXIT.search(code)), record.duration_ms,
+                         bool(_WAITS.search(code))))
         return runs
 
     def mirrored(self, agent: str, bits: str, run_ids: tuple[str, ...], detector: str,

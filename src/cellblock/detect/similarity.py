@@ -26,7 +26,7 @@ from typing import ClassVar
 import numpy as np
 from datasketch import MinHash, MinHashLSH
 
-from cellblock.detect._text import clip
+from cellblock.detect._text import clip, code_of
 from cellblock.detect.base import Alert, Detector
 from cellblock.logs.record import RunRecord
 
@@ -149,7 +149,8 @@ class NearDuplicateCodeDetector(Detector):
 
     def observe(self, record: RunRecord) -> list[Alert]:
         self._n += 1
-        items = shingles(record.code, min_tokens=self.min_tokens)
+        code = code_of(record)
+        items = shingles(code, min_tokens=self.min_tokens)
         if items and record.run_id not in self._index:
             mh = self._minhash(items)
             near = self._lsh.query(mh)
@@ -157,7 +158,7 @@ class NearDuplicateCodeDetector(Detector):
                 self._index[k][0] != record.agent_id for k in near if k in self._index
             ):
                 self._pending.append((self._n + self.delay, record.run_id))
-            first_line = next((ln.strip() for ln in record.code.split("\n", 30)
+            first_line = next((ln.strip() for ln in code.split("\n", 30)
                                if ln.strip() and not ln.lstrip().startswith(("#", "import",
                                                                              "from "))), "")
             if len(self._index) >= self.max_records:

@@ -35,7 +35,7 @@ import re
 from collections import deque
 from typing import ClassVar
 
-from cellblock.detect._text import clip
+from cellblock.detect._text import clip, code_of, stderr_of, stdout_of
 from cellblock.detect.base import Alert, Detector, Severity
 from cellblock.detect.encoding import generates_random
 from cellblock.logs.record import RunRecord
@@ -257,12 +257,12 @@ class SharedRareTokenDetector(Detector):
 
     def observe(self, record: RunRecord) -> list[Alert]:
         self._n += 1
-        hashes_ok = generates_random(record.code)
-        output = "\n".join(t for t in (record.stdout_raw or record.stdout,
-                                       record.stderr_raw or record.stderr) if t)
-        code_tokens = distinctive_tokens(record.code, hashes_ok)
+        code = code_of(record)
+        hashes_ok = generates_random(code)
+        output = "\n".join(t for t in (stdout_of(record), stderr_of(record)) if t)
+        code_tokens = distinctive_tokens(code, hashes_ok)
         out_tokens = distinctive_tokens(output, hashes_ok) - code_tokens
-        code_phrases = phrases(code_prose(record.code))
+        code_phrases = phrases(code_prose(code))
         out_phrases = phrases(output) - code_phrases
         words = {w for p in (code_phrases | out_phrases) for w in p}
         for w in words:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from cellblock.detect._text import clip, render
+from cellblock.detect._text import clip, code_of, render, stdout_of
 from cellblock.detect.base import Alert, Detector, Severity
 from cellblock.logs.record import RunRecord
 
@@ -122,8 +122,7 @@ class WhitespaceStegoDetector(Detector):
 
     def observe(self, record: RunRecord) -> list[Alert]:
         alerts: list[Alert] = []
-        stdout = record.stdout_raw or record.stdout
-        for label, text in (("stdout", stdout), ("code", record.code)):
+        for label, text in (("stdout", stdout_of(record)), ("code", code_of(record))):
             findings = whitespace_findings(text)
             if label == "code":
                 # Code legitimately mixes indentation styles less often than output does,
