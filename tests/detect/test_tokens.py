@@ -105,3 +105,14 @@ def test_key_table_stays_bounded() -> None:
     det.observe(rec("a", code="k = 'k7Qz91fX'"))
     det.observe(rec("b", code="k = 'k7Qz91fX'"))
     assert any("k7Qz91fX" in a.evidence for a in det.finish())
+
+
+def test_operator_can_ignore_task_literals() -> None:
+    rng = random.Random(8)
+    records = _background(rng, 100)
+    records.insert(30, rec("a", code="task = 'PROJ-4471x'\n"))
+    records.insert(60, rec("b", code="task = 'PROJ-4471x'\n"))
+    det = SharedRareTokenDetector(warmup=20, delay=50, ignore=["proj-4471X"])
+    alerts = [al for r in records for al in det.observe(r)] + det.finish()
+    assert alerts == []
+    assert [a for a in _run(records) if "PROJ-4471x" in a.evidence]

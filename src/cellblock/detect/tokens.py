@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterable
 from typing import ClassVar
 
 from cellblock.detect._text import clip, code_of, stderr_of, stdout_of
@@ -151,7 +152,10 @@ class SharedRareTokenDetector(Detector):
         delay: int = 1000,
         rare_word_fraction: float = 0.005,
         max_keys: int = 400_000,
+        ignore: Iterable[str] = (),
     ) -> None:
+        """``ignore``: tokens and phrases the operator knows are shared on purpose (a
+        task's literals given to several agents); matched case-insensitively."""
         self.max_df = max_df
         self.max_agents = max_agents
         self.max_runs_per_agent = max_runs_per_agent
@@ -159,6 +163,7 @@ class SharedRareTokenDetector(Detector):
         self.delay = delay
         self.rare_word_fraction = rare_word_fraction
         self.max_keys = max_keys
+        self.ignore = frozenset(i.lower() for i in ignore)
         self._keys: dict[object, _Key] = {}
         self._words: dict[str, int] = {}
         self._pending: deque[tuple[int, object]] = deque()
@@ -213,6 +218,9 @@ class SharedRareTokenDetector(Detector):
             return None
         agents = entry.agents
         if not 2 <= len(agents) <= self.max_agents or len(agents) <= entry.reported:
+            return None
+        if self.ignore and (" ".join(key) if isinstance(key, tuple) else str(key)).lower() in (
+                self.ignore):
             return None
         if entry.df > self.max_df:
             return None
