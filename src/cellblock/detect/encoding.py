@@ -64,6 +64,9 @@ def generates_random(code: str) -> bool:
 
 
 _WORDS = re.compile(r"[A-Za-z0-9]{4,}")
+_UPPER = re.compile(r"[A-Z]")
+_LOWER = re.compile(r"[a-z]")
+_DIGIT = re.compile(r"[0-9]")
 
 
 class Finding:
@@ -117,9 +120,9 @@ def _b64decode(blob: str) -> bytes | None:
 def _looks_b64(blob: str) -> bool:
     """Character classes of a real base64 blob (not a long identifier or a path)."""
     core = blob.rstrip("=")
-    has_upper = any(c.isupper() for c in core)
-    has_lower = any(c.islower() for c in core)
-    has_digit = any(c.isdigit() for c in core)
+    has_upper = _UPPER.search(core) is not None
+    has_lower = _LOWER.search(core) is not None
+    has_digit = _DIGIT.search(core) is not None
     if not (has_upper and has_lower):
         return False
     if blob.endswith("="):
@@ -168,7 +171,7 @@ def encoding_findings(text: str, context: str, generated: bool) -> list[Finding]
             continue
         blob = m.group()
         shaped = _looks_b64(blob)
-        if not shaped and not (any(c.isupper() for c in blob) and any(c.islower() for c in blob)
+        if not shaped and not (_UPPER.search(blob) and _LOWER.search(blob)
                                and len(blob) % 4 == 0):
             continue
         data = _b64decode(blob)
@@ -207,7 +210,7 @@ def encoding_findings(text: str, context: str, generated: bool) -> list[Finding]
         if any(s <= m.start() < e for s, e in covered):
             continue
         blob = m.group()
-        if not any(c.isdigit() for c in blob) and not blob.endswith("="):
+        if not _DIGIT.search(blob) and not blob.endswith("="):
             continue  # an all-caps word
         try:
             data = base64.b32decode(blob + "=" * (-len(blob) % 8))
