@@ -109,13 +109,20 @@ class DockerBackend(Backend):
         super().__init__(options)
         self._clients = EngineClients(self.options.docker_host, self.options.api_timeout_s)
         self._specs: dict[str, ContainerSpec] = {}
+        self._by_policy: dict[Policy, ContainerSpec] = {}
         self._specs_lock = threading.Lock()
         self._pool = WarmPool(
             self.options.pool_size, self.options.pool_max_age_s, self._create_for_key,
             self._remove_quietly,
         )
         self._active: set[str] = set()
+        # Helper threads, each with its own engine client (see EngineClients):
+        # kills must not block the stream reader; the exit status is awaited while the
+        # streams are still being read; removal of a dead container happens off the
+        # caller's path (close() waits for it).
         self._killer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cellblock-kill")
+        self._waiter = ThreadPoolExecutor(max_workers=32, thread_name_prefix="cellblock-wait")
+        self._remover = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cellblock-rm")
         self._active_lock = threading.Lock()
         self._image_checked = False
         # runc applies the seccomp profile itself; runsc only with --oci-seccomp.
@@ -144,7 +151,14 @@ class DockerBackend(Backend):
             return self._run_in(cid, request, cancel)
         finally:
             # Always, also on errors and cancellation: the container never serves again.
+            # By now it is dead (its init exited or was SIGKILLed, which kills its PID
+            # namespace) unless the engine failed; force-removal covers that case too.
+            self._remover.submit(self._remove_active, cid)
+
+    def _remove_active(self, cid: str) -> None:
+        try:
             self._remove_quietly(cid)
+        finally:
             with self._active_lock:
                 self._active.discard(cid)
 
@@ -153,11 +167,13 @@ class DockerBackend(Backend):
             return
         self._closed = True
         self._pool.close()
+        self._remover.shutdown(wait=True)
         with self._active_lock:
             active = list(self._active)
-        for cid in active:
+        for cid in active:  # calls still running in other threads: end them
             self._remove_quietly(cid)
         self._killer.shutdown(wait=True)
+        self._waiter.shutdown(wait=True)
         self._clients.close()
 
     @classmethod
@@ -167,9 +183,15 @@ class DockerBackend(Backend):
     # -- containers ------------------------------------------------------------------
 
     def _spec_for(self, policy: Policy) -> ContainerSpec:
+        with self._specs_lock:
+            cached = self._by_policy.get(policy)
+        if cached is not None:
+            return cached
         spec = build_spec(self.options, policy, self.runtime)
         with self._specs_lock:
             self._specs.setdefault(spec.key, spec)
+            if len(self._by_policy) < 256:  # policies are few; never grow without bound
+                self._by_policy[policy] = spec
         return spec
 
     def _create_for_key(self, key: str) -> str:
@@ -186,6 +208,11 @@ class DockerBackend(Backend):
                 **spec.config,
             )
         return str(created["Id"])
+
+    def _wait_exit(self, cid: str, timeout_s: float) -> dict[str, Any]:
+        """Block until the container has exited; its status (runs on a waiter thread)."""
+        status: dict[str, Any] = self._clients.get().wait(cid, timeout=timeout_s)
+        return status
 
     def _kill_container(self, cid: str, errors: list[BaseException]) -> None:
         """SIGKILL the container's init: the whole PID namespace dies with it."""
@@ -288,6 +315,9 @@ class DockerBackend(Backend):
             with engine_errors("start the sandbox container"):
                 client.start(cid)
             deadline = t0 + policy.timeout_s
+            # Request timeout: the program's own limit plus the kill and drain margins.
+            wait_s = policy.timeout_s + _DRAIN_S + self.options.api_timeout_s
+            exited = self._waiter.submit(self._wait_exit, cid, wait_s)
             writer = threading.Thread(
                 target=_write_stdin, args=(sock, payload), name="cellblock-stdin", daemon=True
             )
@@ -314,7 +344,7 @@ class DockerBackend(Backend):
                 raise kill_errors[0]
             duration_ms = (ended_at - t0) * 1000
             with engine_errors("collect the sandbox exit status"):
-                status = client.wait(cid, timeout=max(self.options.api_timeout_s, 5))
+                status = exited.result(timeout=self.options.api_timeout_s + 5)
             exit_code = int(status.get("StatusCode", -1))
             oom = False
             if exit_code != 0 and call.killed is None:
