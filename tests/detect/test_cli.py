@@ -54,7 +54,7 @@ def test_detect_table_and_clean_file(tmp_path: Path) -> None:
     assert "dead-drop" in result.stdout and "mallory" in result.stdout
     clean = _write(tmp_path / "b.jsonl", [rec("h", code="print(2)", stdout="2\n")])
     result = runner.invoke(cli, ["detect", str(clean)])
-    assert result.exit_code == 0 and "no alerts in 1 records" in result.stdout
+    assert result.exit_code == 0 and "no alerts in 1 record" in result.stdout
 
 
 def test_detect_missing_file_is_a_usage_error(tmp_path: Path) -> None:

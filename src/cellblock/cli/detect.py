@@ -62,10 +62,10 @@ def detect(records_file: TextIO, as_json: bool) -> None:
         return
     out = Console(highlight=False)
     if not alerts:
-        out.print(f"no alerts in {count} records"
+        out.print(f"no alerts in {_plural(count, 'record')}"
                   + (f" ({len(problems)} lines skipped)" if problems else ""))
         return
-    table = Table(title=f"{len(alerts)} alerts in {count} records")
+    table = Table(title=f"{_plural(len(alerts), 'alert')} in {_plural(count, 'record')}")
     table.add_column("severity")
     table.add_column("detector")
     table.add_column("agents")
@@ -78,7 +78,11 @@ def detect(records_file: TextIO, as_json: bool) -> None:
                       ", ".join(a.agents), runs, _escape(a.evidence))
     out.print(table)
     if problems:
-        err.print(f"[yellow]{len(problems)} malformed lines skipped[/]")
+        err.print(f"[yellow]{_plural(len(problems), 'malformed line')} skipped[/]")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _escape(text: str) -> str:
