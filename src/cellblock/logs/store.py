@@ -167,8 +167,8 @@ class Store:
             return
         # Imported only when a migration is due: alembic costs ~100 ms to import and
         # `cellblock run` opens the embedded store on every call.
-        from alembic import command  # noqa: PLC0415
-        from alembic.config import Config  # noqa: PLC0415
+        from alembic import command
+        from alembic.config import Config
 
         cfg = Config()
         cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
@@ -370,7 +370,7 @@ class Store:
             query = query.where(alerts.c.detector == detector)
         if run_id is not None:
             # run_ids is a JSON list of quoted ids; match the quoted id exactly.
-            query = query.where(alerts.c.run_ids.contains(json.dumps(run_id)))
+            query = query.where(alerts.c.run_ids.contains(json.dumps(run_id), autoescape=True))
         if after_id is not None:
             query = query.where(alerts.c.id > after_id).order_by(alerts.c.id.asc())
         else:

@@ -12,12 +12,14 @@ idempotent by ``run_id``, so each record is stored exactly once.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
 import queue
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import requests
@@ -120,6 +122,12 @@ def _spooled(spool: Spool, record: RunRecord) -> bool:
 _STOP = object()
 
 
+def _close_at_exit(ref: weakref.ref[RemoteRecorder]) -> None:
+    recorder = ref()
+    if recorder is not None:
+        recorder.close()
+
+
 class RemoteRecorder:
     """Ships records to a ``cellblock serve`` service in batches, from a background thread.
 
@@ -136,8 +144,9 @@ class RemoteRecorder:
         url: Base URL of the service, e.g. ``http://127.0.0.1:8765``.
         token: Bearer token for ingestion (required when the service is not on loopback).
         spool_dir: Where to spool (default ``<cellblock_home>/spool``).
-        close_timeout_s: How long ``close`` keeps trying to deliver before leaving the
-            rest in the spool for the next recorder.
+        close_timeout_s: How long ``close`` keeps retrying the spool while the service
+            is unreachable. 0 (default): one attempt, so a command-line run never hangs
+            on a dead service; what is left stays spooled for the next recorder.
     """
 
     def __init__(
@@ -149,7 +158,7 @@ class RemoteRecorder:
         flush_interval_s: float = 0.05,
         timeout_s: float = 10.0,
         spool_dir: Path | None = None,
-        close_timeout_s: float = 30.0,
+        close_timeout_s: float = 0.0,
         max_backoff_s: float = 10.0,
     ) -> None:
         self.url = url.rstrip("/")
@@ -175,6 +184,8 @@ class RemoteRecorder:
         self._thread = threading.Thread(target=self._loop, name="cellblock-log-ship",
                                         daemon=True)
         self._thread.start()
+        # A program that forgets close() still gets its queued records sent or spooled.
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     # -- public ----------------------------------------------------------------------
 
@@ -267,8 +278,8 @@ class RemoteRecorder:
                 break
             pause = min(self._backoff, deadline - time.monotonic())
             if pause <= 0:
-                log.warning("log service unreachable; %s keeps the undelivered records",
-                            self.spool.path)
+                log.warning("log service unreachable; %d records stay in %s for the next "
+                            "recorder", self.spool.pending_count(), self.spool.path)
                 break
             time.sleep(pause)
 
