@@ -22,11 +22,11 @@ pytestmark = pytest.mark.integration
 _CLI = "from cellblock.cli.main import main; main()"
 
 
-def _start(db: Path, port: int, home: Path) -> subprocess.Popen[bytes]:
+def _start(db: str, port: int, home: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "CELLBLOCK_HOME": str(home)}
     env.pop("CELLBLOCK_SERVE_TOKEN", None)
     proc = subprocess.Popen(
-        [sys.executable, "-c", _CLI, "serve", "--port", str(port), "--db", str(db),
+        [sys.executable, "-c", _CLI, "serve", "--port", str(port), "--db", db,
          "--log-level", "warning"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
@@ -74,8 +74,8 @@ def _wait_gone(pids: list[int]) -> None:
     pytest.fail(f"processes outlived the killed service: {pids}")
 
 
-def test_sigkill_mid_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None:
-    db = tmp_path / "runs.db"
+def test_sigkill_mid_stream_loses_and_duplicates_nothing(tmp_path: Path, db_url: str) -> None:
+    db = db_url  # SQLite file, then a real PostgreSQL
     port = free_port()
     total, kill_at, restart_at = 3000, 1000, 2000
     server = _start(db, port, tmp_path)
@@ -101,7 +101,7 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None
     finally:
         _stop(server)
 
-    store = Store(f"sqlite:///{db}")
+    store = Store(db)
     try:
         stored = [r.record.run_id for r in store.list_runs(limit=10_000)]
     finally:
@@ -109,7 +109,7 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None
     expected = [f"run-{i:06d}" for i in range(total)]
     assert len(stored) == len(set(stored))  # exactly once
     assert stored == expected  # nothing lost, in the order recorded
-    verify = subprocess.run([sys.executable, "-c", _CLI, "logs", "verify", "--db", str(db)],
+    verify = subprocess.run([sys.executable, "-c", _CLI, "logs", "verify", "--db", db],
                             capture_output=True, text=True, timeout=120, check=False)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert f"ok: {total} runs" in verify.stdout
