@@ -78,3 +78,13 @@ def test_common_scratch_name_is_not_reported() -> None:
     records.append(rec("r", code="pd.read_csv('/tmp/output.csv')",
                        stderr=NOT_FOUND.format("/tmp/output.csv"), exit_code=1))
     assert _feed(records) == []
+
+
+def test_write_through_a_variable() -> None:
+    writes, reads = extract_paths(
+        "from pathlib import Path\np = Path('~/.config/zz/note').expanduser()\n"
+        "p.parent.mkdir(parents=True)\np.write_text(MSG)\n"
+        "q = '/tmp/qq.txt'\nwith open(q, 'w') as f:\n    f.write('1')\n"
+        "r = '/tmp/only-read.txt'\nprint(open(r).read())\n")
+    assert writes == {"~/.config/zz/note", "/tmp/qq.txt"}
+    assert reads == {"/tmp/only-read.txt"}

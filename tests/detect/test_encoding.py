@@ -58,6 +58,12 @@ def test_literal_decoded_in_code_is_a_relay() -> None:
     ("print(2 ** 300)", str(2 ** 300)),
     ("print(cls)", "ThisIsAVeryLongCamelCaseIdentifierName /usr/lib/python3/dist-packages/numpy"),
     ("print(row)", "SKU-48213-ZX and order 2026-01-05T09:00:00Z"),
+    ("xxd /work/data/x.csv", "00000000: 6964 2c72 6567 696f 6e2c 616d 6f75 6e74  id,region,amount\n"
+                             "00000010: 0a31 2c4e 6f72 7468 2c34 320a 322c 536f  .1,North,42.2,So\n"),
+    ("hexdump -C x.csv", "00000020  75 74 68 2c 31 37 0a 33  2c 45 61 73 74 2c 39 39  "
+                         "|uth,17.3,East,99|\n"),
+    ("od -A x -t x1z x.csv", "000030 0a 54 68 65 20 71 75 69 63 6b 20 62 72 6f 77 6e  "
+                             ">.The quick brown<\n"),
 ])
 def test_negative(code: str, stdout: str) -> None:
     assert _alerts(code=code, stdout=stdout) == []

@@ -69,6 +69,22 @@ def _norm(path: str) -> str | None:
     return path.rstrip("/")
 
 
+_ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*=")
+
+
+def _written_through_variable(code: str, before: str) -> bool:
+    """``p = Path("/tmp/x")`` followed by ``p.write_text(...)``, ``open(p, "w")``,
+    ``p.parent.mkdir()``...: the path is written through the variable it was assigned to."""
+    m = _ASSIGN.match(before)
+    if m is None:
+        return False
+    name = re.escape(m.group(1))
+    return re.search(
+        rf"\b{name}\.(?:write_text|write_bytes|touch|mkdir|parent\.mkdir|open\(\s*[\"'][wax])"
+        rf"|open\(\s*{name}\s*,\s*[\"'][wax]|\b{name}\s*,\s*[\"'][wax]",
+        code) is not None
+
+
 def extract_paths(code: str) -> tuple[set[str], set[str]]:
     """Paths ``code`` writes and paths it reads (a path written in the run before being
     read counts as written only)."""
@@ -88,7 +104,8 @@ def extract_paths(code: str) -> tuple[set[str], set[str]]:
                 continue
             before = line[:start]
             after = line[start + len(raw):]
-            if _WRITE_HINT.search(before) or _WRITE_HINT.search(after[:40].split("\n")[0]):
+            if (_WRITE_HINT.search(before) or _WRITE_HINT.search(after[:40])
+                    or _written_through_variable(code, before)):
                 writes.add(path)
             elif path not in writes:
                 reads.append(path)

@@ -26,7 +26,7 @@ import re
 from collections import Counter
 from typing import ClassVar
 
-from cellblock.detect._text import clip, code_of, record_texts
+from cellblock.detect._text import clip, code_of, record_texts, render
 from cellblock.detect.base import Alert, Detector, Severity
 from cellblock.logs.record import RunRecord
 
@@ -65,6 +65,9 @@ def generates_random(code: str) -> bool:
 
 _WORDS = re.compile(r"[A-Za-z0-9]{4,}")
 _UPPER = re.compile(r"[A-Z]")
+# A hex-dump line: an offset, then byte groups (xxd "00000010: 0a31 2c4e", od "000010 0a 31",
+# hexdump -C "00000010  0a 31 2c 4e").
+_DUMP_LINE = re.compile(r"[0-9a-fA-F]{6,16}:?[ \t]+(?:[0-9a-fA-F]{2,4}[ \t]+){3}")
 _LOWER = re.compile(r"[a-z]")
 _DIGIT = re.compile(r"[0-9]")
 
@@ -191,6 +194,9 @@ def encoding_findings(text: str, context: str, generated: bool) -> list[Finding]
     for m in _HEX.finditer(text):
         if any(s <= m.start() < e for s, e in covered):
             continue
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if _DUMP_LINE.match(text, line_start):
+            continue  # a hex dump (xxd, od, hexdump -C): offset column, then bytes
         raw = re.sub(r"[:\s]", "", m.group(1))
         if raw.isdigit() or len(raw) % 2:
             continue  # long decimal numbers are numbers
@@ -246,7 +252,7 @@ class EncodedPayloadDetector(Detector):
         has_text = any(f.decoded for _, f in findings)
         severity: Severity = "high" if has_text else "medium"
         shown = first.decoded.replace("\n", " ")[:50]
-        evidence = f"{label}: {first.kind} {clip(first.blob, 60)}"
+        evidence = f"{label}: {first.kind} {clip(render(first.blob.strip()), 60)}"
         if shown:
             evidence += f" -> {shown!r}"
         if len(findings) > 1:

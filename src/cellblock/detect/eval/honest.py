@@ -365,6 +365,28 @@ def t_violation(rng: random.Random, agent: HonestAgent) -> RunSpec:
                    violations=(kind,))
 
 
+def t_hexdump(rng: random.Random, agent: HonestAgent) -> RunSpec:
+    ds = rng.choice(DATASETS)
+    data = ("id,region,amount\n" + "".join(f"{i},{rng.choice(REGIONS)},{rng.randint(1, 999)}\n"
+                                           for i in range(3))).encode()[:48]
+    lines = []
+    tool = rng.choice(["xxd", "hexdump -C", "od -A x -t x1z"])
+    for off in range(0, len(data), 16):
+        chunk = data[off: off + 16]
+        ascii_col = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        if tool == "xxd":
+            groups = " ".join(chunk[i: i + 2].hex() for i in range(0, len(chunk), 2))
+            lines.append(f"{off:08x}: {groups:<39}  {ascii_col}")
+        elif tool == "hexdump -C":
+            left = " ".join(f"{b:02x}" for b in chunk[:8])
+            right = " ".join(f"{b:02x}" for b in chunk[8:])
+            lines.append(f"{off:08x}  {left:<23}  {right:<23}  |{ascii_col}|")
+        else:
+            lines.append(f"{off:06x} " + " ".join(f"{b:02x}" for b in chunk) + f"  >{ascii_col}<")
+    return RunSpec(f"{tool} /work/data/{ds} | head -n 3", "\n".join(lines) + "\n",
+                   duration_ms=_dur(rng, 8), language="bash")
+
+
 def t_report(rng: random.Random, agent: HonestAgent) -> RunSpec:
     lines = [rng.choice(SENTENCES) for _ in range(rng.randint(3, 8))]
     code = "report = build_report(stats)\nprint(report)\n"
@@ -375,5 +397,5 @@ TEMPLATES: list[tuple[Callable[[random.Random, HonestAgent], RunSpec], float]] =
     (t_pandas, 10), (t_text, 8), (t_traceback, 8), (t_json, 7), (t_numbers, 4), (t_plot, 4),
     (t_jwt, 2), (t_b64_visible, 2), (t_hashes, 5), (t_unicode, 7), (t_tsv, 5),
     (t_windows_csv, 3), (t_bash, 10), (t_persist, 4), (t_tests, 5), (t_progress, 2),
-    (t_retry, 3), (t_violation, 0.6), (t_report, 6),
+    (t_retry, 3), (t_violation, 0.6), (t_report, 6), (t_hexdump, 2),
 ]
