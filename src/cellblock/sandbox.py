@@ -24,7 +24,7 @@ from cellblock.errors import CellblockError, PolicyError, SandboxUnavailable
 from cellblock.logs.record import Recorder, RunRecord
 from cellblock.policy import Language, Policy
 from cellblock.result import ExecResult
-from cellblock.sanitize import Sanitizer
+from cellblock.sanitize import sanitizer_for
 
 __all__ = ["Sandbox"]
 
@@ -126,7 +126,7 @@ class Sandbox:
         except Exception as exc:  # a bug or an unexpected host failure: never leak it
             log.exception("sandbox call %s crashed", request.run_id)
             raise SandboxUnavailable(detail=repr(exc)) from exc
-        sanitize = Sanitizer(extra=raw.host_secrets)
+        sanitize = sanitizer_for(raw.host_secrets)
         limit = request.policy.output_limit_bytes
         stdout_raw = _decode(raw.stdout[:limit])
         stderr_raw = _decode(raw.stderr[:limit])

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["HostFacts", "Sanitizer", "host_facts"]
+__all__ = ["HostFacts", "Sanitizer", "host_facts", "sanitizer_for"]
 
 # Names shorter than this are not redacted as words: "vm" or "ci" are too common to be a
 # fingerprint and redacting them would corrupt ordinary output.
@@ -163,3 +163,10 @@ def _alternation(items: list[str], *, suffix: str = "", word: bool = False) -> r
         # A path matches only at a path boundary: "/home/al" must not eat "/home/alice".
         return re.compile(rf"(?:{body})(?![\w.-]){suffix}")
     return re.compile(body)
+
+
+@functools.lru_cache(maxsize=64)
+def sanitizer_for(extra: tuple[str, ...] = ()) -> Sanitizer:
+    """A cached :class:`Sanitizer` for this host plus ``extra`` secrets. Backends report the
+    same few secrets (an image path) on every call, so the regexes are built once."""
+    return Sanitizer(extra=extra)

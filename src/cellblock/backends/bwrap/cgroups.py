@@ -73,28 +73,45 @@ class CgroupManager(ABC):
         """Remove empty per-call cgroups left by a process that died mid-call."""
 
 
-def _write(path: Path, value: str) -> None:
-    with open(path, "w") as fh:
-        fh.write(value)
+# Plain os-level I/O on string paths: these run several times per sandbox call, and
+# pathlib's object churn showed up in profiles.
 
 
-def _read_kv(path: Path) -> dict[str, int]:
-    out: dict[str, int] = {}
+def _write(path: str, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
-        for line in path.read_text().splitlines():
-            key, _, val = line.partition(" ")
-            with contextlib.suppress(ValueError):
-                out[key] = int(val)
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def _read(path: str) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        pass
+        return ""
+    try:
+        return os.read(fd, 65536).decode()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+def _read_kv(path: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for line in _read(path).splitlines():
+        key, _, val = line.partition(" ")
+        with contextlib.suppress(ValueError):
+            out[key] = int(val)
     return out
 
 
-def _rmdir_when_empty(path: Path) -> None:
+def _rmdir_when_empty(path: str) -> None:
     # The kernel frees a cgroup asynchronously after its last process is reaped.
     for _ in range(200):
         try:
-            path.rmdir()
+            os.rmdir(path)
             return
         except FileNotFoundError:
             return
@@ -106,10 +123,10 @@ def _rmdir_when_empty(path: Path) -> None:
     log.warning("cgroup %s still busy; left for reap_stale", path)
 
 
-def _read_procs(path: Path) -> list[int]:
+def _read_procs(path: str) -> list[int]:
     try:
-        return [int(x) for x in (path / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
+        return [int(x) for x in _read(f"{path}/cgroup.procs").split()]
+    except ValueError:
         return []
 
 
@@ -117,17 +134,17 @@ def _read_procs(path: Path) -> list[int]:
 
 
 class _V2Run(RunCgroup):
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
 
     def add(self, pid: int) -> None:
-        _write(self.path / "cgroup.procs", str(pid))
+        _write(f"{self.path}/cgroup.procs", str(pid))
 
     def limits_hit(self) -> set[str]:
         hit: set[str] = set()
-        if _read_kv(self.path / "memory.events").get("oom_kill", 0) > 0:
+        if _read_kv(f"{self.path}/memory.events").get("oom_kill", 0) > 0:
             hit.add("memory")
-        if _read_kv(self.path / "pids.events").get("max", 0) > 0:
+        if _read_kv(f"{self.path}/pids.events").get("max", 0) > 0:
             hit.add("pids")
         return hit
 
@@ -136,13 +153,14 @@ class _V2Run(RunCgroup):
 
     def kill_all(self) -> None:
         try:
-            _write(self.path / "cgroup.kill", "1")  # atomic, kernel >= 5.14
+            _write(f"{self.path}/cgroup.kill", "1")  # atomic, kernel >= 5.14
         except OSError:
             super().kill_all()
 
     def remove(self) -> None:
-        if self.path.exists():
-            self.kill_all()
+        if os.path.exists(self.path):
+            if self.pids():
+                self.kill_all()
             _rmdir_when_empty(self.path)
 
 
@@ -153,43 +171,47 @@ class _V2Manager(CgroupManager):
         self.parent = parent
 
     def create(self, name: str, memory_bytes: int, max_pids: int) -> RunCgroup:
-        path = self.parent / name
-        path.mkdir()
+        path = f"{self.parent}/{name}"
+        os.mkdir(path)
         run = _V2Run(path)
         try:
-            _write(path / "memory.max", str(memory_bytes))
+            _write(f"{path}/memory.max", str(memory_bytes))
             with contextlib.suppress(FileNotFoundError):  # no swap accounting
-                _write(path / "memory.swap.max", "0")
-            _write(path / "pids.max", str(max_pids))
+                _write(f"{path}/memory.swap.max", "0")
+            _write(f"{path}/pids.max", str(max_pids))
         except OSError:
             run.remove()
             raise
         return run
 
     def reap_stale(self) -> None:
-        for child in self.parent.iterdir():
-            if child.is_dir() and not _read_procs(child):
-                with contextlib.suppress(OSError):
-                    child.rmdir()
+        _reap_stale(self.parent)
+
+
+def _reap_stale(parent: Path) -> None:
+    for child in parent.iterdir():
+        if child.is_dir() and not _read_procs(str(child)):
+            with contextlib.suppress(OSError):
+                child.rmdir()
 
 
 # -- cgroup v1 -------------------------------------------------------------------------
 
 
 class _V1Run(RunCgroup):
-    def __init__(self, memory: Path, pids_dir: Path) -> None:
+    def __init__(self, memory: str, pids_dir: str) -> None:
         self.memory = memory
         self.pids_dir = pids_dir
 
     def add(self, pid: int) -> None:
-        _write(self.memory / "cgroup.procs", str(pid))
-        _write(self.pids_dir / "cgroup.procs", str(pid))
+        _write(f"{self.memory}/cgroup.procs", str(pid))
+        _write(f"{self.pids_dir}/cgroup.procs", str(pid))
 
     def limits_hit(self) -> set[str]:
         hit: set[str] = set()
-        if _read_kv(self.memory / "memory.oom_control").get("oom_kill", 0) > 0:
+        if _read_kv(f"{self.memory}/memory.oom_control").get("oom_kill", 0) > 0:
             hit.add("memory")
-        if _read_kv(self.pids_dir / "pids.events").get("max", 0) > 0:
+        if _read_kv(f"{self.pids_dir}/pids.events").get("max", 0) > 0:
             hit.add("pids")
         return hit
 
@@ -197,8 +219,9 @@ class _V1Run(RunCgroup):
         return sorted(set(_read_procs(self.memory)) | set(_read_procs(self.pids_dir)))
 
     def remove(self) -> None:
-        if self.memory.exists() or self.pids_dir.exists():
-            self.kill_all()
+        if os.path.exists(self.memory) or os.path.exists(self.pids_dir):
+            if self.pids():
+                self.kill_all()
             _rmdir_when_empty(self.memory)
             _rmdir_when_empty(self.pids_dir)
 
@@ -211,32 +234,29 @@ class _V1Manager(CgroupManager):
         self.pids_parent = pids_parent
 
     def create(self, name: str, memory_bytes: int, max_pids: int) -> RunCgroup:
-        mem = self.memory_parent / name
-        pid_dir = self.pids_parent / name
-        mem.mkdir()
+        mem = f"{self.memory_parent}/{name}"
+        pid_dir = f"{self.pids_parent}/{name}"
+        os.mkdir(mem)
         try:
-            pid_dir.mkdir()
+            os.mkdir(pid_dir)
         except OSError:
-            mem.rmdir()
+            os.rmdir(mem)
             raise
         run = _V1Run(mem, pid_dir)
         try:
-            _write(mem / "memory.limit_in_bytes", str(memory_bytes))
+            _write(f"{mem}/memory.limit_in_bytes", str(memory_bytes))
             # RAM + swap equal to RAM: the sandbox cannot page out to escape the limit.
             with contextlib.suppress(FileNotFoundError):
-                _write(mem / "memory.memsw.limit_in_bytes", str(memory_bytes))
-            _write(pid_dir / "pids.max", str(max_pids))
+                _write(f"{mem}/memory.memsw.limit_in_bytes", str(memory_bytes))
+            _write(f"{pid_dir}/pids.max", str(max_pids))
         except OSError:
             run.remove()
             raise
         return run
 
     def reap_stale(self) -> None:
-        for parent in (self.memory_parent, self.pids_parent):
-            for child in parent.iterdir():
-                if child.is_dir() and not _read_procs(child):
-                    with contextlib.suppress(OSError):
-                        child.rmdir()
+        _reap_stale(self.memory_parent)
+        _reap_stale(self.pids_parent)
 
 
 def detect_cgroups(root: Path = _CGROOT) -> CgroupManager | None:
@@ -250,8 +270,8 @@ def detect_cgroups(root: Path = _CGROOT) -> CgroupManager | None:
             parent = root / _PARENT
             parent.mkdir(exist_ok=True)
             # Controllers must be enabled on every ancestor's subtree_control.
-            _write(root / "cgroup.subtree_control", "+memory +pids")
-            _write(parent / "cgroup.subtree_control", "+memory +pids")
+            _write(f"{root}/cgroup.subtree_control", "+memory +pids")
+            _write(f"{parent}/cgroup.subtree_control", "+memory +pids")
             return _V2Manager(parent)
         except OSError as exc:
             log.debug("cgroup v2 not usable: %s", exc)

@@ -521,9 +521,12 @@ class PreparedSandbox:
 
 def _exit_code_from_status(buf: bytearray) -> int | None:
     """bwrap writes one JSON object per line; the last one carries ``exit-code``."""
+    if b"exit-code" not in buf:
+        return None
     for line in bytes(buf).splitlines():
-        with contextlib.suppress(ValueError):
-            obj = json.loads(line)
-            if isinstance(obj, dict) and "exit-code" in obj:
-                return int(obj["exit-code"])
+        if b"exit-code" in line:
+            with contextlib.suppress(ValueError):
+                obj = json.loads(line)
+                if isinstance(obj, dict) and "exit-code" in obj:
+                    return int(obj["exit-code"])
     return None
