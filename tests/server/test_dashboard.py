@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from cellblock.detect.base import Alert
 from cellblock.logs.record import RunRecord
 from cellblock.server.app import create_app
-from cellblock.server.render import highlight, visible
+from cellblock.server.render import alert_needles, highlight, visible
 from cellblock.server.settings import ServerSettings
 
 HOSTILE = '<script>alert("x")</script>'
@@ -105,3 +105,15 @@ def test_highlight_escapes_before_marking() -> None:
     assert "<script>" not in str(highlight("x", ["<script>"]))
     cut = str(highlight("a" * 30, [], limit=10))
     assert "20 more characters" in cut
+
+
+def test_needles_skip_detector_labels() -> None:
+    alert = Alert(detector="unicode", severity="medium", agents=("a",), run_ids=("r",),
+                  evidence="stdout: zero-width x1: result: 4<U+200B>2 <img>…",
+                  details={"match": "KEY", "where": "stdout"})
+    needles = alert_needles([alert])
+    assert "result: 4<U+200B>2 <img>" in needles
+    assert "KEY" in needles
+    assert "stdout" not in needles  # labels are not highlighted on their own
+    marked = str(highlight("x result: 4\u200b2 <img> y", needles))
+    assert marked.startswith('x <mark class="evidence">result: 4<span class="inv">')

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -264,4 +265,11 @@ def _alert_json(stored: StoredAlert) -> dict[str, Any]:
 
 
 def _short_ts(value: str) -> str:
-    return value.replace("T", " ")[:23]
+    """``2026-11-29 12:01:40 UTC`` from an ISO 8601 timestamp (as given if unparsable)."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value[:32]
+    if moment.tzinfo is not None:
+        return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return moment.strftime("%Y-%m-%d %H:%M:%S")

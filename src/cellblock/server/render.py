@@ -23,6 +23,7 @@ __all__ = ["alert_needles", "highlight", "visible"]
 _NEEDLE_KEYS = ("match", "token", "tokens", "payload", "needle", "value", "shared")
 _TOKEN = re.compile(r"&lt;U\+[0-9A-F]{4,6}&gt;")
 _MIN_NEEDLE = 3
+_MIN_LABELLED = 6
 
 
 def visible(text: str) -> str:
@@ -48,8 +49,17 @@ def alert_needles(alerts: Iterable[Alert]) -> list[str]:
     ellipses detectors add) and any matched token named in the details."""
     needles: list[str] = []
     for alert in alerts:
-        pieces = (p.strip() for p in alert.evidence.split("…"))
-        needles.extend(p for p in pieces if len(p) >= _MIN_NEEDLE)
+        for piece in (p.strip() for p in alert.evidence.split("…")):
+            if len(piece) >= _MIN_NEEDLE:
+                needles.append(piece)
+            # Detectors prefix the excerpt with labels ("stdout: zero-width x1: …"):
+            # the text after each ": " is also a candidate, if long enough to be specific.
+            at = piece.find(": ")
+            while at != -1:
+                tail = piece[at + 2:].strip()
+                if len(tail) >= _MIN_LABELLED:
+                    needles.append(tail)
+                at = piece.find(": ", at + 2)
         for key in _NEEDLE_KEYS:
             value = alert.details.get(key)
             values = value if isinstance(value, list | tuple) else [value]
