@@ -194,6 +194,7 @@ class BwrapBackend(Backend):
                     lambda key: PreparedSandbox(config, key, {}),
                     size=self.opts.pool_size,
                     max_age_s=self.opts.pool_max_age_s,
+                    workers=min(self.opts.pool_size, 3),
                 )
             return self._pool
 

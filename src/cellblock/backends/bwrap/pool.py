@@ -36,6 +36,7 @@ class PrespawnPool:
         spawn: Callable[[SpawnKey], PreparedSandbox],
         size: int,
         max_age_s: float,
+        workers: int = 2,
     ) -> None:
         self._spawn = spawn
         self._size = size
@@ -43,11 +44,18 @@ class PrespawnPool:
         self._lock = threading.Lock()
         self._wakeup = threading.Condition(self._lock)
         self._entries: dict[SpawnKey, collections.deque[PreparedSandbox]] = {}
+        self._inflight: collections.Counter[SpawnKey] = collections.Counter()
         self._wanted: collections.OrderedDict[SpawnKey, None] = collections.OrderedDict()
         self._closed = False
-        self._thread = threading.Thread(target=self._refill_loop, name="cellblock-pool",
-                                        daemon=True)
-        self._thread.start()
+        # Several workers: a spawn is mostly waiting (for bwrap's setup and for the
+        # kernel's RCU grace period in the cgroup move), so spawns overlap well, and one
+        # worker alone caps throughput at its spawn rate.
+        self._threads = [
+            threading.Thread(target=self._refill_loop, name=f"cellblock-pool-{i}", daemon=True)
+            for i in range(max(1, workers))
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def take(self, key: SpawnKey) -> PreparedSandbox | None:
         """A ready sandbox for ``key``, or None (the caller spawns one itself)."""
@@ -80,11 +88,12 @@ class PrespawnPool:
             self._closed = True
             entries = [e for q in self._entries.values() for e in q]
             self._entries.clear()
-            self._wakeup.notify()
+            self._wakeup.notify_all()
         for entry in entries:
             entry.destroy()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout=10)
+        for thread in self._threads:
+            if thread.is_alive() and threading.current_thread() is not thread:
+                thread.join(timeout=10)
 
     def _next_job(self) -> SpawnKey | None:
         """Under the lock: the key that most needs a sandbox, expiring old ones."""
@@ -94,7 +103,8 @@ class PrespawnPool:
             while queue and now - queue[0].created >= self._max_age_s:
                 expired = queue.popleft()
                 threading.Thread(target=expired.destroy, daemon=True).start()
-            if len(queue) < self._size:
+            if len(queue) + self._inflight[key] < self._size:
+                self._inflight[key] += 1
                 return key
         return None
 
@@ -115,12 +125,15 @@ class PrespawnPool:
                 entry = self._spawn(key)
                 failures = 0
             except Exception as exc:
+                with self._lock:
+                    self._inflight[key] -= 1
                 # Calls still work (they spawn themselves and report the error); back off.
                 failures += 1
                 log.warning("pool could not spawn a sandbox: %s", exc)
                 time.sleep(min(5.0, 0.1 * 2**failures))
                 continue
             with self._lock:
+                self._inflight[key] -= 1
                 if self._closed:
                     closed = True
                 else:
