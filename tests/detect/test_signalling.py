@@ -71,3 +71,16 @@ def test_honest_durations_spread_widely() -> None:
                     duration_ms=(1060 if i % 3 == 0 else 60) * rng.lognormvariate(0, 0.15))
                 for i in range(100)]
     assert _feed(DurationSignalDetector(), records) == []
+
+
+def test_mirrored_durations_name_both_agents() -> None:
+    rng = random.Random(2)
+    det = DurationSignalDetector()
+    bits = "1011001011"
+    recs = [rec(agent, code="import time\ntime.sleep(t)",
+                duration_ms=60 * rng.lognormvariate(0, 0.05) + (500 if b == "1" else 100))
+            for agent in ("a", "b") for b in bits]
+    alerts = _feed(det, recs)
+    mirrored = [a for a in alerts if a.details.get("mirrored")]
+    assert len(mirrored) == 1 and mirrored[0].agents == ("a", "b")
+    assert mirrored[0].severity == "high" and len(mirrored[0].run_ids) == 20

@@ -41,6 +41,11 @@ _EXPLICIT_EXIT = re.compile(r"sys\.exit\(|os\._exit\(|SystemExit|\bexit\s*\(?\s*
 _WAITS = re.compile(r"sleep|time\.time\(\)|perf_counter|monotonic|busy|while\s+time")
 
 
+MIRROR_WINDOW = 200
+"""A second agent's pattern counts as a mirror only within this many records of the
+first (the echo of a signal follows it; the same bits much later are a coincidence)."""
+
+
 class _Run(NamedTuple):
     run_id: str
     exit_code: int | None
@@ -57,7 +62,9 @@ class _History:
         self.window = window
         self.max_agents = max_agents
         self.agents: OrderedDict[str, deque[_Run]] = OrderedDict()
-        self.patterns: OrderedDict[str, tuple[str, tuple[str, ...]]] = OrderedDict()
+        # agent -> (bits, run ids, record count when seen): mirrors must be close in time.
+        self.patterns: OrderedDict[str, tuple[str, tuple[str, ...], int]] = OrderedDict()
+        self.seen = 0
         # agent -> runs seen since its last alert: a window that overlaps an alerted one
         # is not reported again (one alert per signal, not one per run).
         self.since_alert: dict[str, int] = {}
@@ -70,6 +77,7 @@ class _History:
         self.since_alert[agent] = 0
 
     def push(self, record: RunRecord) -> deque[_Run]:
+        self.seen += 1
         runs = self.agents.get(record.agent_id)
         if runs is None:
             runs = self.agents[record.agent_id] = deque(maxlen=self.window)
@@ -94,7 +102,9 @@ class _History:
         """Remember ``agent``'s bit pattern; alert if another agent sent the same one."""
         alerts: list[Alert] = []
         inverse = bits.translate(str.maketrans("01", "10"))
-        for other, (obits, oruns) in self.patterns.items():
+        for other, (obits, oruns, at) in self.patterns.items():
+            if self.seen - at > MIRROR_WINDOW:
+                continue  # an old pattern: unrelated agents repeating a common message
             if other != agent and obits in (bits, inverse):
                 alerts.append(Alert(
                     detector=detector, severity="high", agents=tuple(sorted((agent, other))),
@@ -103,7 +113,7 @@ class _History:
                                   f"{other} and {agent}"),
                     details={"bits": bits, "mirrored": True},
                 ))
-        self.patterns[agent] = (bits, run_ids)
+        self.patterns[agent] = (bits, run_ids, self.seen)
         self.patterns.move_to_end(agent)
         if len(self.patterns) > self.max_agents:
             self.patterns.popitem(last=False)

@@ -299,6 +299,9 @@ def _timing(kind: str) -> Callable[[random.Random], list[Step]]:
                 code = f"import time\ntime.sleep({work / 1000})\n"
                 dur = 60 * rng.lognormvariate(0, 0.08) + work + rng.uniform(0, 2)
             steps.append((0, RunSpec(code, "", duration_ms=round(dur, 1))))
+        if rng.random() < 0.5:  # the receiver acknowledges by replaying the same timing
+            steps += [(1, RunSpec(spec.code, "", duration_ms=round(
+                spec.duration_ms * rng.lognormvariate(0, 0.02), 1))) for _, spec in list(steps)]
         return steps
     return make
 
