@@ -201,3 +201,14 @@ def test_reopening_skips_migration_and_keeps_data(db_url: str) -> None:
 def test_records_from_newer_runners_keep_unknown_fields_out() -> None:
     rec = RunRecord.model_validate({**make_record(1).model_dump(), "future_field": 1})
     assert "future_field" not in canonical_json(rec)
+
+
+def test_recent_runs_are_the_newest_oldest_first(db_url: str) -> None:
+    store = Store(db_url)
+    try:
+        store.append([make_record(i) for i in range(12)])
+        assert [r.seq for r in store.recent_runs(5)] == [8, 9, 10, 11, 12]
+        assert [r.seq for r in store.recent_runs(100)] == list(range(1, 13))
+        assert store.recent_runs(0) == []
+    finally:
+        store.close()

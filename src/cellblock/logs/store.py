@@ -347,10 +347,19 @@ class Store:
             rows = conn.execute(query.limit(max(1, min(limit, 10_000)))).all()
         return [_stored_run(r) for r in rows]
 
-    def recent_records(self, limit: int) -> list[RunRecord]:
-        """The newest ``limit`` records, oldest first (to warm up detectors)."""
-        found = self.list_runs(limit=limit, newest_first=True)
-        return [s.record for s in reversed(found)]
+    def recent_runs(self, limit: int) -> list[StoredRun]:
+        """The newest ``limit`` runs, oldest first (to warm up detectors)."""
+        found: list[StoredRun] = []
+        before: int | None = None
+        while len(found) < limit:
+            page = self.list_runs(before_seq=before, newest_first=True,
+                                  limit=min(5000, limit - len(found)))
+            if not page:
+                break
+            found.extend(page)
+            before = page[-1].seq
+        found.reverse()
+        return found
 
     def list_alerts(
         self,
@@ -408,7 +417,11 @@ class Store:
 
     def verify(self) -> VerifyResult:
         """Check the whole chain, streaming it in ``seq`` order."""
-        with self.engine.connect() as conn:
+        with self.engine.connect() as plain:
+            # One snapshot for the head row and the rows (PostgreSQL's default READ
+            # COMMITTED would let a concurrent append slip in between the two reads).
+            conn = plain.execution_options(isolation_level="REPEATABLE READ") \
+                if self.dialect == "postgresql" else plain
             head = conn.execute(select(chain_head.c.seq, chain_head.c.hash)
                                 .where(chain_head.c.id == 1)).one_or_none()
             recorded = (int(head.seq), str(head.hash)) if head else None

@@ -114,13 +114,14 @@ def _observe(engine: AlertSource, record: RunRecord) -> list[Alert]:
 
 def _warm(store: Store, engine: AlertSource, warm_runs: int) -> tuple[int, int, list[Alert]]:
     """Replay the newest runs; return (count, last seq replayed, alerts stored)."""
-    found = store.list_runs(limit=warm_runs, newest_first=True) if warm_runs else []
+    head = store.head()[0]
+    found = store.recent_runs(warm_runs) if warm_runs else []
     stored: list[Alert] = []
-    for run in reversed(found):
+    for run in found:
         alerts = _observe(engine, run.record)
         if alerts:
             stored.extend(store.add_alerts(alerts, run.seq))
-    last = found[0].seq if found else store.head()[0]
+    last = found[-1].seq if found else head
     return len(found), last, stored
 
 
