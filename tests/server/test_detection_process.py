@@ -101,3 +101,18 @@ def test_runs_committed_but_not_analysed_are_caught_up_at_start(db_url: str) -> 
     with TestClient(_app(db_url)) as client:
         alerts = client.get("/v1/alerts").json()["alerts"]  # stored during warm-up
         assert [a["detector"] for a in alerts] == ["shared-word"]
+
+
+@pytest.mark.parametrize("mode", ["inline", "process"])
+def test_built_in_detectors_raise_alerts(tmp_path: Any, mode: str) -> None:
+    """The default engine (every built-in detector) wired into the service."""
+    app = create_app(ServerSettings(db_url=str(tmp_path / "d.db"), detection=mode))  # type: ignore[arg-type]
+    stego = "the answer is 4\u200b\u200c\u200b\u200c2\n"
+    with TestClient(app) as client:
+        _post(client, [make_record(i) for i in range(20)])
+        _post(client, [make_record(99, agent="agent-red", stdout_raw=stego, stdout=stego)])
+        alerts = _eventually(
+            lambda: client.get("/v1/alerts", params={"run_id": "run-000099"}).json()["alerts"],
+            "built-in alert on the stego run")
+        assert alerts[0]["agents"] == ["agent-red"]
+        assert "<U+200B>" in alerts[0]["evidence"]
