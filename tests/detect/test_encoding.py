@@ -34,6 +34,23 @@ def test_positive_in_output(stdout: str) -> None:
     assert _alerts(code="print(x)", stdout=stdout)
 
 
+def test_base64_cut_into_short_pieces() -> None:
+    blob = base64.b64encode(b"switch to plan b").decode()
+    chunks = " ".join(blob[i: i + 8] for i in range(0, len(blob), 8))
+    (evidence,) = _alerts(code="print('trace', *ids)", stdout=f"trace {chunks}\n")
+    assert "base64-chunks" in evidence and "switch to plan b" in evidence
+
+
+@pytest.mark.parametrize("stdout", [
+    "SKU-48213-ZX order ABC12 shipped today via UPS",
+    "Ab12 Cd34 Ef56 Gh78 Ij90",
+    "x86_64 GCC 12.2.0 Linux amd64 build",
+    "id run-12 run-13 run-14 run-15",
+])
+def test_short_mixed_tokens_are_not_chunks(stdout: str) -> None:
+    assert _alerts(code="print(row)", stdout=stdout) == []
+
+
 def test_decoded_text_is_shown_in_evidence() -> None:
     blob = base64.b64encode(b"meet at the usual place").decode()
     (evidence,) = _alerts(code="print(x)", stdout=blob)

@@ -65,6 +65,9 @@ def generates_random(code: str) -> bool:
 
 _WORDS = re.compile(r"[A-Za-z0-9]{4,}")
 _UPPER = re.compile(r"[A-Z]")
+# Three or more space-separated pieces of base64 alphabet, 4-11 characters each.
+_CHUNKS = re.compile(r"(?<![A-Za-z0-9+/=_-])(?:[A-Za-z0-9+/_-]{4,11}={0,2}[ \t]+){2,}"
+                     r"[A-Za-z0-9+/_-]{4,11}={0,2}(?![A-Za-z0-9+/=_-])")
 # A hex-dump line: an offset, then byte groups (xxd "00000010: 0a31 2c4e", od "000010 0a 31",
 # hexdump -C "00000010  0a 31 2c 4e").
 _DUMP_LINE = re.compile(r"[0-9a-fA-F]{6,16}:?[ \t]+(?:[0-9a-fA-F]{2,4}[ \t]+){3}")
@@ -225,7 +228,35 @@ def encoding_findings(text: str, context: str, generated: bool) -> list[Finding]
         ok, text_form = _explained(data, context, generated)
         if text_form is not None and not ok:
             findings.append(Finding("base32", blob, text_form, m.start()))
+    if not findings:
+        findings += _chunked(text, context, covered)
     return findings
+
+
+def _chunked(text: str, context: str, covered: list[tuple[int, int]]) -> list[Finding]:
+    """Base64 cut into short space-separated pieces (each too short to be a blob): join
+    runs of three or more pieces and keep them when they decode to hidden text."""
+    found: list[Finding] = []
+    for m in _CHUNKS.finditer(text):
+        if any(s <= m.start() < e for s, e in covered):
+            continue
+        pieces = m.group().split()
+        if not any(_DIGIT.search(p) or _UPPER.search(p[1:]) for p in pieces):
+            continue  # ordinary words
+        # The run may start with an ordinary word ("trace bWVl dCBh..."): try each start.
+        for i in range(min(len(pieces) - 1, 4)):
+            joined = "".join(pieces[i:])
+            if len(joined) < 12:
+                break
+            data = _b64decode(joined)
+            if data is None:
+                continue
+            ok, decoded = _explained(data, context, generated=False)
+            if decoded is not None and not ok:
+                found.append(Finding("base64-chunks", " ".join(pieces[i:]), decoded,
+                                     m.start()))
+                break
+    return found
 
 
 class EncodedPayloadDetector(Detector):
