@@ -9,9 +9,11 @@ bind mount would work but needs a host directory per call and shows host paths i
 1. The container's command is a fixed POSIX-shell bootstrap, started as uid 0 with every
    capability dropped except SETUID, SETGID and SETPCAP (needed only to drop to the
    sandbox user below), no-new-privileges set, and tini as PID 1.
-2. cellblock writes ``"<language> <n>\\n"`` then an ``n``-byte tar on stdin. The bootstrap
-   reads exactly that (``read`` and GNU ``head -c`` never read ahead) and extracts it as
-   root into the tmpfs mounts: ``/work/main.py`` (0444, root-owned), input files in the
+2. cellblock writes ``"<language> <n>\\n"`` then an ``n``-byte tar on stdin. The
+   bootstrap reads exactly that and no more: ``read`` takes one byte at a time, and GNU
+   tar reads whole 10240-byte records (``-b 20``, full records on a pipe) and stops at
+   the record holding the end-of-archive blocks; the tar is padded to whole records. It
+   extracts the tar as root into the tmpfs mounts: ``/work/main.py`` (0444, root-owned), input files in the
    root-only ``/.input`` tmpfs with root-owned symlinks beside the code in ``/work``, and
    ``/work`` itself made 1777 with the sticky bit. The sandbox user can create files in
    ``/work`` but can neither modify nor remove the code and input files.
@@ -65,6 +67,7 @@ The program cannot write before it, so it cannot be forged; cellblock strips it.
 # Input files may total 64 MiB (see Sandbox); the tmpfs that holds them is root-only, so
 # its size is not scratch the program can use.
 _INPUT_TMPFS_MB = 72
+_TAR_RECORD = 20 * 512  # tar -b 20, also tarfile.RECORDSIZE
 # gVisor's Sentry runs inside the container's memory cgroup; give it room of its own so
 # that ``memory_mb`` stays what the program can use.
 GVISOR_MEMORY_OVERHEAD_MB = 96
@@ -75,17 +78,16 @@ _GVISOR_HOST_PIDS_BASE = 256
 _GVISOR_HOST_PIDS_PER_GUEST = 16
 
 _BOOTSTRAP = r"""
-read -r lang n alarm || exit 97
+read -r lang n || exit 97
 case $lang in
   python) set -- python3 /work/main.py ;;
   bash) set -- bash /work/main.sh ;;
   *) echo "cellblock bootstrap: bad header" >&2; exit 97 ;;
 esac
-head -c "$n" | tar -x -f - -C / || { echo "cellblock bootstrap: extract failed" >&2; exit 98; }
+tar -x -b 20 -f - -C / || { echo "cellblock bootstrap: extract failed" >&2; exit 98; }
 command -v setpriv >/dev/null && command -v "$1" >/dev/null || {
   echo "cellblock bootstrap: setpriv or $1 missing from the image" >&2; exit 99; }
-__WATCH__
-unset OLDPWD PWD alarm __UNSET__
+unset OLDPWD PWD __UNSET__
 printf '\000cellblock-ready\n'
 exec setpriv --reuid=1000 --regid=1000 --clear-groups --bounding-set=-all \
   --inh-caps=-all --ambient-caps=-all --no-new-privs -- "$@"
@@ -113,31 +115,10 @@ class ContainerSpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-# gVisor only: the host cannot see the guest's refused forks (RLIMIT_NPROC is enforced
-# inside gVisor's kernel), so a root watcher inside the sandbox reports when the sandbox
-# user's processes fill the limit. It counts /proc entries with a shell glob (no fork),
-# sleeps a fifth of a second between looks, and on a hit writes the per-call alarm nonce
-# (sent on stdin with the code, never in argv or the environment, so the program cannot
-# read or forge it) to stderr; cellblock then kills the container. The sandbox user
-# cannot signal or trace it (different uid, no capabilities, seccomp denies ptrace).
-# Threshold: the user's max_pids processes plus tini and the watcher itself.
-_WATCHER = r"""
-if [ -n "$alarm" ]; then
-  ( while :; do
-      set -- /proc/[0-9]*
-      if [ $# -ge __THRESHOLD__ ]; then printf '\n%s\n' "$alarm" >&2; exit 0; fi
-      sleep 0.2 || exit 0
-    done ) </dev/null >/dev/null &
-fi
-""".strip()
-
-
-def bootstrap_script(policy: Policy, runtime: Runtime = "runc") -> str:
+def bootstrap_script(policy: Policy) -> str:
     """The shell bootstrap; it unsets the variables Docker adds that the policy did not ask for."""
     drop = [name for name in ("HOSTNAME",) if name not in policy.env]
-    watch = _WATCHER.replace("__THRESHOLD__", str(policy.max_pids + 2)) if runtime == "runsc" else ""
-    script = _BOOTSTRAP.replace("__UNSET__", " ".join(drop)).replace("__WATCH__", watch)
-    return script.strip() + "\n"
+    return _BOOTSTRAP.replace("__UNSET__", " ".join(drop)).strip() + "\n"
 
 
 def build_spec(options: DockerOptions, policy: Policy, runtime: Runtime) -> ContainerSpec:
@@ -203,7 +184,7 @@ def build_spec(options: DockerOptions, policy: Policy, runtime: Runtime) -> Cont
     }
     config: dict[str, Any] = {
         # As the entrypoint, so an image's own ENTRYPOINT/CMD never runs instead.
-        "entrypoint": ["/bin/sh", "-c", bootstrap_script(policy, runtime), "cellblock-bootstrap"],
+        "entrypoint": ["/bin/sh", "-c", bootstrap_script(policy), "cellblock-bootstrap"],
         "user": "0:0",
         "working_dir": CODE_DIR,
         "hostname": "sandbox",
@@ -228,11 +209,8 @@ def _add_file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def build_bundle(request: ExecRequest, alarm: str = "") -> bytes:
-    """Header plus tar that the bootstrap reads from stdin (see the module docstring).
-
-    ``alarm`` is the per-call nonce of the gVisor pids watcher (hex, or empty for none).
-    """
+def build_bundle(request: ExecRequest) -> bytes:
+    """Header plus tar that the bootstrap reads from stdin (see the module docstring)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
         # uid/gid 0 and fixed mtimes come from TarInfo's defaults: no host detail leaks.
@@ -248,4 +226,7 @@ def build_bundle(request: ExecRequest, alarm: str = "") -> bytes:
                 link.mode = 0o777
                 tar.addfile(link)
     body = buf.getvalue()
-    return f"{request.language} {len(body)} {alarm}".rstrip().encode() + b"\n" + body
+    # The bootstrap's tar reads whole records; a partial one would swallow program stdin.
+    if len(body) % _TAR_RECORD:
+        body += b"\0" * (_TAR_RECORD - len(body) % _TAR_RECORD)
+    return f"{request.language} {len(body)}\n".encode() + body

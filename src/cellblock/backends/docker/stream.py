@@ -26,12 +26,8 @@ class CappedDemux:
     reported through :attr:`ready`.
     """
 
-    def __init__(self, cap: int, marker: bytes, alarm: bytes = b"") -> None:
+    def __init__(self, cap: int, marker: bytes) -> None:
         self.cap = cap
-        self._alarm = alarm
-        self._alarm_tail = b""
-        self.alarmed = False
-        """True once ``alarm`` (the gVisor pids watcher's nonce) appeared on stderr."""
         self.stdout = bytearray()
         self.stderr = bytearray()
         self.stdout_total = 0
@@ -73,12 +69,6 @@ class CappedDemux:
             if room > 0:
                 self.stdout += chunk[:room]
         elif self._stream == _STDERR:
-            if self._alarm and not self.alarmed:
-                # Scan the raw stream (not the capped copy), across frame boundaries.
-                window = self._alarm_tail + bytes(chunk)
-                if self._alarm in window:
-                    self.alarmed = True
-                self._alarm_tail = window[-(len(self._alarm) - 1) :]
             self.stderr_total += len(chunk)
             room = self.cap - len(self.stderr)
             if room > 0:
@@ -100,13 +90,6 @@ class CappedDemux:
         self.stdout_total += len(seen)
         self.stdout += seen[: self.cap]
         return chunk[need:]
-
-    def stderr_without_alarm(self) -> bytes:
-        """Captured stderr with the watcher's alarm line removed."""
-        data = bytes(self.stderr)
-        if self._alarm:
-            data = data.replace(b"\n" + self._alarm + b"\n", b"").replace(self._alarm, b"")
-        return data
 
     @property
     def ready(self) -> bool:
