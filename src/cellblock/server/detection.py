@@ -231,7 +231,7 @@ class _Worker:
         ours, theirs = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(
             target=_worker_main, name=f"cellblock-detect-{self.index}", daemon=True,
-            args=(self.owner.store.url, self.factory, self.owner.warm_runs, wake, stop,
+            args=(self.owner.store, self.factory, self.owner.warm_runs, wake, stop,
                   theirs, os.getpid()),
         )
         proc.start()
@@ -289,9 +289,14 @@ class _Worker:
             self._events.close()
 
 
-def _worker_main(url: str, factory: Callable[[], AlertSource], warm_runs: int,
+def _worker_main(inherited: Store, factory: Callable[[], AlertSource], warm_runs: int,
                  wake: Any, stop: Any, events: Connection, parent: int) -> None:
     """The detection worker: warm up, then follow the chain until told to stop."""
+    # Forked: the service's pooled connections are copies of the parent's sockets and
+    # files. Forget them without closing (closing would hang up on the parent's behalf)
+    # and open our own.
+    inherited.engine.dispose(close=False)
+    url = inherited.url
     # Ingestion first: under a burst the workers yield the CPU to the service (a run
     # must never be refused or delayed because analysis is busy) and catch up after.
     with contextlib.suppress(OSError):
