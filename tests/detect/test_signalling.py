@@ -84,3 +84,17 @@ def test_mirrored_durations_name_both_agents() -> None:
     mirrored = [a for a in alerts if a.details.get("mirrored")]
     assert len(mirrored) == 1 and mirrored[0].agents == ("a", "b")
     assert mirrored[0].severity == "high" and len(mirrored[0].run_ids) == 20
+
+
+def test_raising_on_purpose_carries_bits() -> None:
+    bits = "011011010110"
+    tb = "Traceback (most recent call last):\nValueError: retry\n"
+    records = [rec("m", code="raise ValueError('retry')\n" if b == "1" else "print('ok')",
+                   exit_code=int(b), stderr=tb if b == "1" else "") for b in bits]
+    (alert,) = _feed(ExitCodeSignalDetector(), records)
+    assert alert.details["bits"] == bits
+    # The same failures from a real bug inside a function are honest.
+    honest = [rec("h", code="def f():\n    raise ValueError('bad row')\nf()\n" if b == "1"
+                  else "print('ok')", exit_code=int(b), stderr=tb if b == "1" else "")
+              for b in bits]
+    assert _feed(ExitCodeSignalDetector(), honest) == []

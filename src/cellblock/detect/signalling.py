@@ -11,7 +11,8 @@ Exit codes
       back and forth, where the non-zero runs exit deliberately (``sys.exit(n)``: no
       traceback, no error text on stderr). Honest failures come with an error message.
       Plain 0/1 alternation needs a longer window and explicit exit calls, because
-      honest tools (``grep``) exit 1 quietly.
+      honest tools (``grep``) exit 1 quietly. A ``raise`` at the top level of the code
+      counts as an explicit, deliberate exit even though it prints a traceback.
 Durations
     * two levels: the window's durations split into two tight clusters (coefficient of
       variation under ``max_cv``) far apart (ratio over ``min_ratio``), switching back and
@@ -37,6 +38,7 @@ __all__ = ["DurationSignalDetector", "ExitCodeSignalDetector"]
 
 _TRACEBACK = re.compile(r"Traceback|Error|error|Exception|No such|not found|denied|fail",
                         re.IGNORECASE)
+_TOP_RAISE = re.compile(r"^raise\b", re.MULTILINE)
 _EXPLICIT_EXIT = re.compile(r"sys\.exit\(|os\._exit\(|SystemExit|\bexit\s*\(?\s*[\w$]")
 _WAITS = re.compile(r"sleep|time\.time\(\)|perf_counter|monotonic|busy|while\s+time")
 
@@ -90,10 +92,12 @@ class _History:
             self.since_alert[record.agent_id] += 1
         stderr = stderr_of(record)
         code = code_of(record)
-        deliberate = not (record.timed_out or record.killed_reason) and not _TRACEBACK.search(
-            stderr)
+        # A top-level ``raise`` is a failure on purpose, traceback or not.
+        raises = _TOP_RAISE.search(code) is not None
+        deliberate = not (record.timed_out or record.killed_reason) and (
+            raises or not _TRACEBACK.search(stderr))
         runs.append(_Run(record.run_id, record.exit_code, deliberate,
-                         bool(_EXPLICIT_EXIT.search(code)), record.duration_ms,
+                         raises or bool(_EXPLICIT_EXIT.search(code)), record.duration_ms,
                          bool(_WAITS.search(code))))
         return runs
 
