@@ -113,3 +113,17 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(tmp_path: Path, db_url:
                             capture_output=True, text=True, timeout=120, check=False)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert f"ok: {total} runs" in verify.stdout
+
+
+def test_sigterm_stops_the_service_and_its_workers(tmp_path: Path) -> None:
+    port = free_port()
+    server = _start(f"sqlite:///{tmp_path / 'runs.db'}", port, tmp_path)
+    try:
+        workers = _children(server.pid)
+        assert len(workers) == 2  # fast and costly detector groups
+        server.send_signal(signal.SIGTERM)
+        # uvicorn shuts down gracefully, then re-raises the signal it caught
+        assert server.wait(timeout=60) in (0, -signal.SIGTERM)
+        _wait_gone(workers)
+    finally:
+        _stop(server)
