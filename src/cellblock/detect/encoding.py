@@ -66,8 +66,9 @@ def generates_random(code: str) -> bool:
 _WORDS = re.compile(r"[A-Za-z0-9]{4,}")
 _UPPER = re.compile(r"[A-Z]")
 # Three or more space-separated pieces of base64 alphabet, 4-11 characters each.
-_CHUNKS = re.compile(r"(?<![A-Za-z0-9+/=_-])(?:[A-Za-z0-9+/_-]{4,11}={0,2}[ \t]+){2,}"
-                     r"[A-Za-z0-9+/_-]{4,11}={0,2}(?![A-Za-z0-9+/=_-])")
+# Possessive quantifiers: a 12+ character word is not cut into pieces (and no backtracking).
+_CHUNKS = re.compile(r"(?<![A-Za-z0-9+/=_-])(?:[A-Za-z0-9+/_-]{4,11}+={0,2}+[ \t]++){2,}+"
+                     r"[A-Za-z0-9+/_-]{4,11}+={0,2}+(?![A-Za-z0-9+/=_-])")
 # A hex-dump line: an offset, then byte groups (xxd "00000010: 0a31 2c4e", od "000010 0a 31",
 # hexdump -C "00000010  0a 31 2c 4e").
 _DUMP_LINE = re.compile(r"[0-9a-fA-F]{6,16}:?[ \t]+(?:[0-9a-fA-F]{2,4}[ \t]+){3}")
