@@ -48,6 +48,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _READ_CHUNK = 500
+# CPU priority of the workers: ingestion (nice 0) first, then the fast detectors, then
+# the costly ones, which only get what is left during a burst and catch up afterwards.
+_NICE_FIRST = 5
+_NICE_LATER = 15
 
 
 class AlertSource(Protocol):
@@ -232,7 +236,7 @@ class _Worker:
         proc = self._ctx.Process(
             target=_worker_main, name=f"cellblock-detect-{self.index}", daemon=True,
             args=(self.owner.store, self.factory, self.owner.warm_runs, wake, stop,
-                  theirs, os.getpid()),
+                  theirs, os.getpid(), _NICE_FIRST if self.index == 0 else _NICE_LATER),
         )
         proc.start()
         theirs.close()
@@ -290,7 +294,7 @@ class _Worker:
 
 
 def _worker_main(inherited: Store, factory: Callable[[], AlertSource], warm_runs: int,
-                 wake: Any, stop: Any, events: Connection, parent: int) -> None:
+                 wake: Any, stop: Any, events: Connection, parent: int, nice: int) -> None:
     """The detection worker: warm up, then follow the chain until told to stop."""
     # Forked: the service's pooled connections are copies of the parent's sockets and
     # files. Forget them without closing (closing would hang up on the parent's behalf)
@@ -300,7 +304,7 @@ def _worker_main(inherited: Store, factory: Callable[[], AlertSource], warm_runs
     # Ingestion first: under a burst the workers yield the CPU to the service (a run
     # must never be refused or delayed because analysis is busy) and catch up after.
     with contextlib.suppress(OSError):
-        os.nice(10)
+        os.nice(nice)
     store = Store(url, migrate=False)
     engine = factory()
     warmed, last, _ = _warm(store, engine, warm_runs)
