@@ -60,6 +60,7 @@ def test_index_lists_agents_with_counts(client: TestClient) -> None:
     assert '<a href="/agents/alice">alice</a>' in page
     assert '<a href="/agents/bob">bob</a>' in page
     assert "unicode-stego" in page
+    assert "detection: up to date" in page
 
 
 @pytest.mark.integration

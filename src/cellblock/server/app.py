@@ -193,7 +193,7 @@ def create_app(
         seq, digest = store.head()
         return templates.TemplateResponse(request, "index.html", {
             "agents": store.agents(), "alerts": store.list_alerts(limit=20),
-            "head_seq": seq, "head_hash": digest,
+            "head_seq": seq, "head_hash": digest, "detected_seq": detection.detected_seq(),
         })
 
     @app.get("/agents/{agent_id}", response_class=HTMLResponse)
