@@ -85,15 +85,17 @@ class EmbeddedRecorder:
 
     def record(self, record: RunRecord) -> None:
         with self._lock:
+            spooled = False
             try:
                 if self._spool.pending():
                     self._spool.append([record])  # keep order behind older records
+                    spooled = True
                     self._spool.drain(self._send)
                 else:
                     self._send([record])
             except Exception as exc:  # never fail the sandbox call
                 log.warning("run log unavailable (%s); spooling run %s", exc, record.run_id)
-                if not _spooled(self._spool, record):
+                if not spooled:
                     self._spool.append([record])
 
     def close(self) -> None:
@@ -106,17 +108,6 @@ class EmbeddedRecorder:
             if self._store is not None:
                 self._store.close()
                 self._store = None
-
-
-def _spooled(spool: Spool, record: RunRecord) -> bool:
-    """Whether ``record`` already sits in the spool (appended before a failed drain)."""
-    if not spool.pending():
-        return False
-    needle = f'"run_id":"{record.run_id}"'.encode()
-    try:
-        return needle in spool.path.read_bytes()
-    except OSError:
-        return False
 
 
 _STOP = object()
