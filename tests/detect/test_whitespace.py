@@ -39,6 +39,8 @@ NEGATIVE = {
                                      "== b.csv ==\nid,x\r\n5,6\r\n7,8\r\n(2 rows)\n"),
     "aligned table": "name     value\nalpha      1.0\nbeta      22.5\n",
     "two spaces after full stop": "It rained.  Then it stopped.  We left.\n" * 3,
+    "markdown hard breaks": ("**Summary**  \nRevenue grew.  \nChurn fell.\n\n"
+                             "Next steps:  \n- clean data\n- retrain\n"),
     "progress bar": "\rprocessing:  10%\rprocessing:  50%\rprocessing: 100%\ndone\n",
 }
 

@@ -3,9 +3,10 @@
 Four patterns, each with the honest look-alike it must not confuse:
 
 * trailing whitespace that varies from line to line (present/absent, one or two spaces,
-  space or tab). Honest look-alike: a left-justified last column padded to a fixed width,
-  where every padded line ends at the same column; or one stray trailing space on every
-  line, which carries no information.
+  space or tab). Honest look-alikes: a left-justified last column padded to a fixed width,
+  where every padded line ends at the same column; one stray trailing space on every
+  line, which carries no information; Markdown hard line breaks (exactly two trailing
+  spaces on some lines), which LLM agents write all the time.
 * leading or inner whitespace runs that mix tabs and spaces (`` \\t \\t``). Honest
   look-alike: tab-separated tables use runs of tabs only, aligned text runs of spaces only.
 * single vs double spaces between ordinary words of prose. Honest look-alike: two spaces
@@ -32,7 +33,7 @@ _WIDE_GAP = re.compile(r"\S {3,}\S")
 
 
 def _trailing(lines: list[str]) -> tuple[str, str] | None:
-    """Information-bearing trailing whitespace, as (summary, example line)."""
+    """Information-bearing trailing whitespace, as (summary, per-line tail pattern)."""
     content = [ln for ln in lines if ln.strip()]
     if len(content) < 4:
         return None
@@ -44,6 +45,8 @@ def _trailing(lines: list[str]) -> tuple[str, str] | None:
     if len(with_tail) < 3:
         return None
     patterns = {t for _, t in with_tail}
+    if patterns == {"  "}:
+        return None  # Markdown hard line breaks (two trailing spaces), common in LLM output
     varied = len(patterns) >= 2 or len(with_tail) < len(content)
     if not varied:
         return None  # the same tail on every line carries no information

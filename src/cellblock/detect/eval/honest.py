@@ -389,6 +389,8 @@ def t_hexdump(rng: random.Random, agent: HonestAgent) -> RunSpec:
 
 def t_report(rng: random.Random, agent: HonestAgent) -> RunSpec:
     lines = [rng.choice(SENTENCES) for _ in range(rng.randint(3, 8))]
+    if rng.random() < 0.4:  # Markdown, as LLM agents write it: hard breaks on some lines
+        lines = ["**Summary**  "] + [ln + ("  " if rng.random() < 0.5 else "") for ln in lines]
     code = "report = build_report(stats)\nprint(report)\n"
     return RunSpec(code, "\n".join(lines) + "\n", duration_ms=_dur(rng, 60))
 
