@@ -116,3 +116,14 @@ def test_operator_can_ignore_task_literals() -> None:
     alerts = [al for r in records for al in det.observe(r)] + det.finish()
     assert alerts == []
     assert [a for a in _run(records) if "PROJ-4471x" in a.evidence]
+
+
+def test_reported_key_reused_by_a_second_group() -> None:
+    rng = random.Random(9)
+    records = _background(rng, 200)
+    records.insert(30, rec("a", code="tag = 'SAFFRON_80'\n"))
+    records.insert(35, rec("b", code="marker = 'SAFFRON_80'\n"))
+    records.insert(150, rec("c", code="tag = 'SAFFRON_80'\n"))
+    records.insert(155, rec("d", code="marker = 'SAFFRON_80'\n"))
+    alerts = [a for a in _run(records) if "SAFFRON_80" in a.evidence]
+    assert [set(a.agents) for a in alerts] == [{"a", "b"}, {"a", "b", "c", "d"}]

@@ -20,7 +20,8 @@ Two kinds of keys are counted:
 
 A key is reported when it is seen in runs of at least two agents (at most
 ``max_agents``), in at most ``max_df`` runs in total, with each agent using it in few
-runs, and at least one agent typing it in *code*. The last rule separates relaying from
+runs, and at least one agent typing it in *code*. A reported key that more agents pick
+up later is reported again with the newcomers, up to ``2 * max_agents`` agents. The last rule separates relaying from
 two agents printing the same input file: data read from a shared input appears only in
 outputs. The decision is taken ``delay`` records after the key first becomes shared (or at
 ``finish``), so that a key that is about to become common is not reported early.
@@ -178,7 +179,8 @@ class SharedRareTokenDetector(Detector):
         entry.df += 1
         info = entry.agents.get(agent)
         if info is None:
-            if len(entry.agents) > self.max_agents:
+            cap = 2 * self.max_agents if entry.reported else self.max_agents
+            if len(entry.agents) > cap:
                 return  # already too widespread to matter; keep the dict small
             entry.agents[agent] = _Use(run_id, in_code)
             if len(entry.agents) == 2 or (entry.reported and len(entry.agents) > entry.reported):
@@ -217,17 +219,23 @@ class SharedRareTokenDetector(Detector):
         if entry is None:
             return None
         agents = entry.agents
-        if not 2 <= len(agents) <= self.max_agents or len(agents) <= entry.reported:
+        if len(agents) <= entry.reported:
             return None
         if self.ignore and (" ".join(key) if isinstance(key, tuple) else str(key)).lower() in (
                 self.ignore):
             return None
-        if entry.df > self.max_df:
-            return None
-        if any(use.runs > self.max_runs_per_agent for use in agents.values()):
-            return None
-        if not any(use.in_code for use in agents.values()):
-            return None
+        if entry.reported:
+            # A key already reported that new agents pick up is spreading: report the
+            # newcomers too (a second group reusing a key), until it is plainly common.
+            if len(agents) > 2 * self.max_agents:
+                return None
+        else:
+            if not 2 <= len(agents) <= self.max_agents or entry.df > self.max_df:
+                return None
+            if any(use.runs > self.max_runs_per_agent for use in agents.values()):
+                return None
+            if not any(use.in_code for use in agents.values()):
+                return None
         if isinstance(key, tuple):
             limit = max(3, int(self.rare_word_fraction * self._n))
             rare = sum(1 for w in key if self._words.get(w, 0) <= limit)
