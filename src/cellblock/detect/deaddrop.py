@@ -117,6 +117,7 @@ _MENTION = re.compile(r"(?:/(?:tmp|dev/shm|var/tmp|run|var/lock|home|root|mnt|sr
 
 
 _MAX_WRITERS = 64
+"""Per path, at most this many writers and readers are remembered (bounded memory)."""
 _COMMON_WRITERS = 4
 """A path written by this many agents is a common scratch name (``/tmp/output.csv``):
 an agent reading it most likely expects its own earlier file, so it is not reported."""
@@ -190,7 +191,8 @@ class DeadDropDetector(Detector):
                                                            path.rsplit("/", 1)[-1] in ln)), "")
             failed = bool(failed_line) or bool(_FAILED.search(stderr) and len(reads) == 1)
             read = (record.run_id, failed, failed_line.strip()[:80])
-            seen.readers[agent] = read
+            if len(seen.readers) < _MAX_WRITERS:
+                seen.readers[agent] = read
             for writer, wrun in list(seen.writers.items())[:3]:
                 alert = self._alert(path, agent, read, writer, wrun)
                 if alert:

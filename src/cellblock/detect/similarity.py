@@ -32,6 +32,8 @@ from cellblock.logs.record import RunRecord
 
 __all__ = ["NearDuplicateCodeDetector", "shingles"]
 
+_MAX_PENDING = 100_000
+"""Candidates waiting for judgement (bounded memory under a flood of look-alikes)."""
 _LEX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|[^\s\w]")
 
 
@@ -117,6 +119,8 @@ class NearDuplicateCodeDetector(Detector):
         ids = frozenset(group)
         if ids in self._reported:
             return None
+        if len(self._reported) >= self.max_records:
+            self._reported.clear()  # bounded; a group re-reported after this is a new alert id
         self._reported.add(ids)
         # The first run of each agent, for the evidence.
         firsts: dict[str, str] = {}
@@ -154,9 +158,9 @@ class NearDuplicateCodeDetector(Detector):
         if items and record.run_id not in self._index:
             mh = self._minhash(items)
             near = self._lsh.query(mh)
-            if len(near) < self.max_cluster and any(
-                self._index[k][0] != record.agent_id for k in near if k in self._index
-            ):
+            if (len(near) < self.max_cluster and len(self._pending) < _MAX_PENDING
+                    and any(self._index[k][0] != record.agent_id
+                            for k in near if k in self._index)):
                 self._pending.append((self._n + self.delay, record.run_id))
             first_line = next((ln.strip() for ln in code.split("\n", 30)
                                if ln.strip() and not ln.lstrip().startswith(("#", "import",

@@ -58,6 +58,8 @@ _WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z]{3,}(?![A-Za-z0-9_])")
 # their names are not evidence; reads of other agents' paths are the dead-drop detector's.
 _WORK_PATH = re.compile(r"/work/[\w./-]+")
 _PROSE = re.compile(r"\"([^\"\n]{8,})\"|'([^'\n]{8,})'|#\s*(.{8,})")
+_MAX_PENDING = 100_000
+"""Keys waiting for judgement (bounded memory under a flood of shared keys)."""
 _STOPWORDS = (
     "the and for are but not you all any can had her was one our out day get has him his how "
     "man new now old see two way who boy did its let put say she too use that with have this "
@@ -183,7 +185,9 @@ class SharedRareTokenDetector(Detector):
             if len(entry.agents) > cap:
                 return  # already too widespread to matter; keep the dict small
             entry.agents[agent] = _Use(run_id, in_code)
-            if len(entry.agents) == 2 or (entry.reported and len(entry.agents) > entry.reported):
+            newly_shared = len(entry.agents) == 2 or (
+                entry.reported and len(entry.agents) > entry.reported)
+            if newly_shared and len(self._pending) < _MAX_PENDING:
                 self._pending.append((self._n + self.delay, key))
         else:
             info.runs += 1
