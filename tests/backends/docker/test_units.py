@@ -72,7 +72,7 @@ class TestSpec:
         assert spec.config["hostname"] == "sandbox"
         assert spec.config["environment"] == {
             "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "LANG": "C.UTF-8",
-            "TMPDIR": "/tmp", "MODE": "x",
+            "TMPDIR": "/tmp", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "MODE": "x",
         }
         assert spec.image == "cellblock/default:latest"
 
@@ -112,7 +112,9 @@ class TestSpec:
 
 
 class TestPool:
-    def make(self, size: int = 2, max_age: float = 300) -> tuple[WarmPool, list[str], list[str]]:
+    def make(
+        self, size: int = 2, max_age: float = 300
+    ) -> tuple[WarmPool[str], list[str], list[str]]:
         created: list[str] = []
         removed: list[str] = []
         lock = threading.Lock()
@@ -127,9 +129,9 @@ class TestPool:
             with lock:
                 removed.append(cid)
 
-        return WarmPool(size, max_age, create, remove), created, removed
+        return WarmPool(size, max_age, create, remove, lambda c: c), created, removed
 
-    def wait_for(self, pool: WarmPool, n: int) -> None:
+    def wait_for(self, pool: WarmPool[str], n: int) -> None:
         for _ in range(500):
             if len(pool.pooled()) >= n:
                 return

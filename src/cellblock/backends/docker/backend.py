@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -68,6 +69,14 @@ _reap_lock = threading.Lock()
 _reap_done: set[str] = set()
 
 
+@dataclass(slots=True)
+class _Prepared:
+    """A container ready for one call: created, or started and attached (``sock``)."""
+
+    cid: str
+    sock: socket.socket | None = None
+
+
 class _Call:
     """Mutable state of one execution, shared by the loop and the stdin writer."""
 
@@ -110,9 +119,11 @@ class DockerBackend(Backend):
         self._specs: dict[str, ContainerSpec] = {}
         self._by_policy: dict[Policy, ContainerSpec] = {}
         self._specs_lock = threading.Lock()
-        self._pool = WarmPool(
+        started = self.options.pool_started
+        self._pool_started = self.runtime == "runsc" if started is None else started
+        self._pool: WarmPool[_Prepared] = WarmPool(
             self.options.pool_size, self.options.pool_max_age_s, self._create_for_key,
-            self._remove_quietly,
+            self._discard, lambda item: item.cid,
         )
         self._active: set[str] = set()
         # Helper threads, each with its own engine client (see EngineClients):
@@ -141,13 +152,14 @@ class DockerBackend(Backend):
             raise SandboxUnavailable(detail="the backend has been closed")
         self._check_policy(request.policy)
         spec = self._spec_for(request.policy)
-        cid = self._pool.take(spec.key)
-        if cid is None:
-            cid = self._create(spec)
+        item = self._pool.take(spec.key)
+        if item is None:
+            item = _Prepared(self._create(spec))
+        cid = item.cid
         with self._active_lock:
             self._active.add(cid)
         try:
-            return self._run_in(cid, request, cancel)
+            return self._run_in(item, request, cancel)
         finally:
             # Always, also on errors and cancellation: the container never serves again.
             # By now it is dead (its init exited or was SIGKILLed, which kills its PID
@@ -193,10 +205,39 @@ class DockerBackend(Backend):
                 self._by_policy[policy] = spec
         return spec
 
-    def _create_for_key(self, key: str) -> str:
+    def _create_for_key(self, key: str) -> _Prepared:
+        """Prepare a pool container: create it, and with ``pool_started`` start it too."""
         with self._specs_lock:
             spec = self._specs[key]
-        return self._create(spec)
+        cid = self._create(spec)
+        if not self._pool_started:
+            return _Prepared(cid)
+        try:
+            sock = self._attach(cid)
+            try:
+                with engine_errors("start the sandbox container"):
+                    self._clients.get().start(cid)
+            except BaseException:
+                sock.close()
+                raise
+        except BaseException:
+            self._remove_quietly(cid)
+            raise
+        return _Prepared(cid, sock)
+
+    def _discard(self, item: _Prepared) -> None:
+        if item.sock is not None:
+            with contextlib.suppress(OSError):
+                item.sock.close()
+        self._remove_quietly(item.cid)
+
+    def _attach(self, cid: str) -> socket.socket:
+        with engine_errors("attach to the sandbox container"):
+            attached = self._clients.get().attach_socket(
+                cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+        sock: socket.socket = getattr(attached, "_sock", attached)
+        return sock
 
     def _create(self, spec: ContainerSpec) -> str:
         client = self._clients.get()
@@ -296,22 +337,22 @@ class DockerBackend(Backend):
 
     # -- one call --------------------------------------------------------------------
 
-    def _run_in(self, cid: str, request: ExecRequest, cancel: CancelToken) -> RawOutcome:
+    def _run_in(self, item: _Prepared, request: ExecRequest, cancel: CancelToken) -> RawOutcome:
         client = self._clients.get()
+        cid = item.cid
         policy = request.policy
         call = _Call()
         demux = CappedDemux(policy.output_limit_bytes, READY_MARKER)
         payload = build_bundle(request) + (request.stdin or b"")
-        with engine_errors("attach to the sandbox container"):
-            attached = client.attach_socket(
-                cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-            )
-        sock: socket.socket = getattr(attached, "_sock", attached)
+        sock = item.sock if item.sock is not None else self._attach(cid)
         writer: threading.Thread | None = None
         try:
             t0 = time.monotonic()
-            with engine_errors("start the sandbox container"):
-                client.start(cid)
+            if item.sock is None:
+                with engine_errors("start the sandbox container"):
+                    client.start(cid)
+            # else: started in the pool, its bootstrap waiting for the code: the clock
+            # starts now, when the code is sent.
             deadline = t0 + policy.timeout_s
             # Request timeout: the program's own limit plus the kill and drain margins.
             wait_s = policy.timeout_s + _DRAIN_S + self.options.api_timeout_s
@@ -470,6 +511,7 @@ class _GuestPidsProbe:
 
     FIRST_S = 0.5
     MAX_INTERVAL_S = 5.0
+    EXEC_TIMEOUT_S = 5.0
     # The exec'd shell and tini are in /proc too; the sandbox user's processes are the rest.
     COUNT = ("/bin/sh", "-c", "set -- /proc/[0-9]*; echo $#")
 
@@ -503,9 +545,22 @@ class _GuestPidsProbe:
         client = self._backend._clients.get()
         exec_id = client.exec_create(self._cid, list(self.COUNT), stdout=True, stderr=False,
                                      user="0:0")
-        out = client.exec_start(exec_id)
+        # Our own bounded read: the SDK's exec_start read can block for good when the
+        # container is killed while the exec runs (seen under runsc).
+        attached = client.exec_start(exec_id, socket=True)
+        sock: socket.socket = getattr(attached, "_sock", attached)
+        out = CappedDemux(64, b"")
         try:
-            return int(bytes(out).strip() or b"0") >= self._threshold
+            sock.settimeout(self.EXEC_TIMEOUT_S)
+            while data := sock.recv(4096):
+                out.feed(data)
+        except OSError:
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                sock.close()
+        try:
+            return int(bytes(out.stdout).strip() or b"0") >= self._threshold
         except ValueError:
             return False
 

@@ -34,6 +34,12 @@ class DockerOptions(BackendOptions):
     pool_size: Annotated[int, Field(ge=0, le=64)] = 2
     """Containers kept created-but-never-started per policy, so a call only has to start
     one. ``0`` disables the pool (every call creates its container)."""
+    pool_started: bool | None = None
+    """Also start pool containers ahead of time. The bootstrap then waits, as root with no
+    code yet, for the code on stdin; the call's clock starts when the code is sent. This
+    hides the sandbox boot (about 0.25 s for gVisor, 0.1 s for runc) at the cost of a
+    running sandbox per pooled container, and lets a program read, from its own uptime,
+    how long its sandbox waited in the pool. ``None``: on for gVisor, off for Docker."""
     pool_max_age_s: Annotated[float, Field(gt=0, le=86400)] = 300
     """Pool containers older than this are removed and replaced (an image rebuilt since
     they were created is then picked up)."""

@@ -1,4 +1,4 @@
-"""The warm pool: containers created ahead of time and never started.
+"""The warm pool: containers prepared ahead of time and never used.
 
 Creating a container (configuration, overlay mount, cgroup set-up in the daemon) is a
 large share of ``docker run``. The pool does it in the background, per container
@@ -6,9 +6,11 @@ configuration, so a call only starts, waits and removes.
 
 Rules that keep the pool safe:
 
-* A pool container has never been started: no code has ever run in it, so there is no
-  state to leak. :meth:`WarmPool.take` removes it from the pool for good; nothing is
-  ever put back. Every container serves at most one call.
+* No code has ever run in a pool container: it is either created and never started,
+  or (``pool_started``) started with its bootstrap blocked reading the code from stdin,
+  like the bwrap backend's pool. There is no state to leak. :meth:`WarmPool.take`
+  removes it from the pool for good; nothing is ever put back. Every container serves
+  at most one call.
 * Containers older than ``max_age_s`` are removed, not handed out (a rebuilt image or a
   changed seccomp profile is picked up within that time).
 * The pool only holds containers for configurations that were used (or announced with
@@ -25,6 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 __all__ = ["WarmPool"]
 
@@ -35,36 +38,41 @@ log = logging.getLogger("cellblock.docker")
 _RETRY_AFTER_S = 5.0
 
 
+T = TypeVar("T")
+
+
 @dataclass(slots=True)
-class _Entry:
-    container_id: str
+class _Entry(Generic[T]):
+    item: T
     created: float
 
 
-class WarmPool:
-    """A thread-safe pool of created-but-never-started containers, keyed by configuration.
+class WarmPool(Generic[T]):
+    """A thread-safe pool of prepared, never-used containers, keyed by configuration.
 
     Args:
         size: Containers kept ready per key. ``0`` disables the pool.
         max_age_s: Containers older than this are removed instead of used.
-        create: Creates a container for a key and returns its id (called from the filler
-            thread and, when the pool is empty, from the caller's thread).
-        remove: Force-removes a container by id; must not raise.
+        create: Prepares a container for a key (called from the filler thread).
+        remove: Force-removes a prepared container; must not raise.
+        ident: The container id of an item (for :attr:`handed_out`).
     """
 
     def __init__(
         self,
         size: int,
         max_age_s: float,
-        create: Callable[[str], str],
-        remove: Callable[[str], None],
+        create: Callable[[str], T],
+        remove: Callable[[T], None],
+        ident: Callable[[T], str],
     ) -> None:
         self.size = size
         self.max_age_s = max_age_s
         self._create = create
         self._remove = remove
+        self._ident = ident
         self._lock = threading.Condition()
-        self._ready: dict[str, deque[_Entry]] = {}
+        self._ready: dict[str, deque[_Entry[T]]] = {}
         self._failed_at: dict[str, float] = {}
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -83,12 +91,12 @@ class WarmPool:
             self._ensure_thread()
             self._lock.notify_all()
 
-    def take(self, key: str) -> str | None:
+    def take(self, key: str) -> T | None:
         """A fresh container for ``key``, removed from the pool; None if none is ready."""
         if self.size == 0:
             return None
-        stale: list[str] = []
-        found: str | None = None
+        stale: list[T] = []
+        found: T | None = None
         with self._lock:
             if self._closed:
                 return None
@@ -97,22 +105,22 @@ class WarmPool:
             while queue:
                 entry = queue.popleft()
                 if now - entry.created > self.max_age_s:
-                    stale.append(entry.container_id)
+                    stale.append(entry.item)
                     continue
-                found = entry.container_id
+                found = entry.item
                 break
             if found is not None:
-                self.handed_out.add(found)
+                self.handed_out.add(self._ident(found))
             self._ensure_thread()
             self._lock.notify_all()
-        for cid in stale:
-            self._remove(cid)
+        for item in stale:
+            self._remove(item)
         return found
 
     def pooled(self) -> list[str]:
         """Ids currently waiting in the pool."""
         with self._lock:
-            return [e.container_id for q in self._ready.values() for e in q]
+            return [self._ident(e.item) for q in self._ready.values() for e in q]
 
     def close(self) -> None:
         """Stop refilling and remove every pooled container. Idempotent."""
@@ -125,7 +133,7 @@ class WarmPool:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=60)
         for entry in entries:
-            self._remove(entry.container_id)
+            self._remove(entry.item)
 
     # -- the filler thread ---------------------------------------------------------
 
@@ -136,14 +144,14 @@ class WarmPool:
             )
             self._thread.start()
 
-    def _next_job(self) -> tuple[str | None, list[str]]:
-        """Under the lock: a key that needs a container, and expired ids to remove."""
+    def _next_job(self) -> tuple[str | None, list[T]]:
+        """Under the lock: a key that needs a container, and expired items to remove."""
         now = time.monotonic()
-        expired: list[str] = []
+        expired: list[T] = []
         need: str | None = None
         for key, queue in self._ready.items():
             while queue and now - queue[0].created > self.max_age_s:
-                expired.append(queue.popleft().container_id)
+                expired.append(queue.popleft().item)
             if (
                 need is None
                 and len(queue) < self.size
@@ -162,12 +170,12 @@ class WarmPool:
                     # Sleep until a take/warm, or until the oldest entry expires.
                     self._lock.wait(timeout=min(self.max_age_s, _RETRY_AFTER_S))
                     continue
-            for cid in expired:
-                self._remove(cid)
+            for old in expired:
+                self._remove(old)
             if key is None:
                 continue
             try:
-                cid = self._create(key)
+                item = self._create(key)
             except Exception as exc:
                 log.warning("warm pool could not create a container: %s", exc)
                 with self._lock:
@@ -179,7 +187,7 @@ class WarmPool:
                 else:
                     closed = False
                     self._failed_at.pop(key, None)
-                    self._ready.setdefault(key, deque()).append(_Entry(cid, time.monotonic()))
+                    self._ready.setdefault(key, deque()).append(_Entry(item, time.monotonic()))
                     self.created_total += 1
             if closed:
-                self._remove(cid)
+                self._remove(item)

@@ -59,6 +59,9 @@ BASE_ENV: Mapping[str, str] = {
     "HOME": CODE_DIR,
     "LANG": "C.UTF-8",
     "TMPDIR": "/tmp",
+    # As on bwrap: unbuffered, so output written before a timeout kill reaches the caller.
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
 }
 READY_MARKER = b"\x00cellblock-ready\n"
 """First bytes of stdout, written by the bootstrap just before it execs the program.
