@@ -119,8 +119,7 @@ class DockerBackend(Backend):
         self._specs: dict[str, ContainerSpec] = {}
         self._by_policy: dict[Policy, ContainerSpec] = {}
         self._specs_lock = threading.Lock()
-        started = self.options.pool_started
-        self._pool_started = self.runtime == "runsc" if started is None else started
+        self._pool_started = self.options.pool_started
         self._pool: WarmPool[_Prepared] = WarmPool(
             self.options.pool_size, self.options.pool_max_age_s, self._create_for_key,
             self._discard, lambda item: item.cid,
