@@ -20,12 +20,12 @@ from typing import Literal
 
 __all__ = [
     "AF_PACKET",
+    "ARG_RULES",
     "CLONE_NAMESPACE_FLAGS",
     "DENIED_SYSCALLS",
-    "ARG_RULES",
+    "ENOSYS_SYSCALLS",
     "ArgCond",
     "ArgRule",
-    "ENOSYS_SYSCALLS",
     "docker_profile",
 ]
 
