@@ -378,3 +378,30 @@ def test_gc_cli_reaps(docker_api: Any) -> None:
     assert result.exit_code == 0, result.output
     remaining = [c["Id"] for c in docker_api.containers(all=True, filters={"id": cid})]
     assert remaining == []
+
+
+def test_container_id_and_host_paths_redacted(backend_name: str) -> None:
+    cls = DockerBackend if backend_name == "docker" else GVisorBackend
+    code = "cat /proc/self/mountinfo /proc/self/cgroup; hostname; echo; cat /etc/hostname"
+    with Sandbox(cls(DockerOptions(pool_size=0))) as sb:
+        r = sb.run(code, language="bash")
+    assert r.ok, r
+    assert "/var/lib/docker" not in r.stdout
+    import re
+
+    assert not re.search(r"\b[0-9a-f]{64}\b", r.stdout)
+    assert not re.search(r"\b[0-9a-f]{12}\b", r.stdout)
+
+
+def test_user_named_local_image(docker_api: Any) -> None:
+    # Any image present locally can be used by reference; a tag of the default one
+    # stands in for e.g. python:3.12-slim (nothing can be pulled here).
+    ref = f"cbtest/userimage:{uuid.uuid4().hex[:8]}"
+    repo, tag = ref.split(":")
+    docker_api.tag("cellblock/default:latest", repo, tag)
+    try:
+        with Sandbox("docker", options=DockerOptions(image=ref, pool_size=0)) as sb:
+            r = sb.run("print('from', 'user image')")
+        assert r.stdout == "from user image\n"
+    finally:
+        docker_api.remove_image(ref)
