@@ -200,3 +200,38 @@ def test_engine_error_message_is_safe() -> None:
     assert "3f2a9c1b7d6e" not in str(exc)
     assert "/var/lib/docker" not in exc.safe_message
     assert exc.detail is not None and "3f2a9c1b7d6e" in exc.detail
+
+
+def test_engine_clients_of_ended_threads_are_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cellblock.backends.docker import engine
+
+    closed: list[int] = []
+
+    class FakeClient:
+        api_version = "1.41"
+
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def close(self) -> None:
+            closed.append(self.n)
+
+    made: list[FakeClient] = []
+
+    def from_env(**kwargs: object) -> object:
+        client = FakeClient(len(made))
+        made.append(client)
+        return type("D", (), {"api": client})()
+
+    import docker
+
+    monkeypatch.setattr(docker, "from_env", from_env)
+    clients = engine.EngineClients(None, 5)
+    for _ in range(20):  # like Sandbox.arun: one short-lived thread per call
+        t = threading.Thread(target=clients.get)
+        t.start()
+        t.join()
+    assert len(made) == 20
+    assert len(closed) == 19  # all but the last thread's, closed as new ones were made
+    clients.close()
+    assert len(closed) == 20

@@ -70,6 +70,8 @@ class EngineClients:
     The SDK is synchronous and its ``requests`` session is not documented as thread-safe;
     the backend runs calls from many threads at once (``Sandbox.arun``, the pool filler),
     so each thread gets its own low-level client. The API version is negotiated once.
+    ``Sandbox.arun`` uses a new thread per call, so clients of threads that have ended
+    are closed whenever a new one is made: open connections stay bounded by live threads.
     """
 
     def __init__(self, base_url: str | None, timeout_s: float) -> None:
@@ -78,7 +80,7 @@ class EngineClients:
         self._version: str | None = None
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._all: list[Any] = []
+        self._all: list[tuple[threading.Thread, Any]] = []
 
     def get(self) -> Any:
         """The calling thread's ``docker.APIClient`` (created on first use)."""
@@ -99,15 +101,23 @@ class EngineClients:
                 self._version = client.api_version
         self._local.client = client
         with self._lock:
-            self._all.append(client)
+            dead = [c for t, c in self._all if not t.is_alive()]
+            self._all = [(t, c) for t, c in self._all if t.is_alive()]
+            self._all.append((threading.current_thread(), client))
+        for old in dead:
+            _close_quietly(old)
         return client
 
     def close(self) -> None:
         with self._lock:
             clients, self._all = self._all, []
-        for client in clients:
-            try:
-                client.close()
-            except Exception:  # closing a dead connection: nothing to report
-                log.debug("closing a docker client failed", exc_info=True)
+        for _, client in clients:
+            _close_quietly(client)
         self._local = threading.local()
+
+
+def _close_quietly(client: Any) -> None:
+    try:
+        client.close()
+    except Exception:  # closing a dead connection: nothing to report
+        log.debug("closing a docker client failed", exc_info=True)
