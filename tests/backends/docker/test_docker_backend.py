@@ -405,3 +405,24 @@ def test_user_named_local_image(docker_api: Any) -> None:
         assert r.stdout == "from user image\n"
     finally:
         docker_api.remove_image(ref)
+
+
+def test_dead_pool_container_is_replaced(backend_name: str, docker_api: Any) -> None:
+    cls = DockerBackend if backend_name == "docker" else GVisorBackend
+    backend = cls(DockerOptions(pool_size=1, pool_started=True))
+    policy = Policy(timeout_s=20)
+    try:
+        backend.prepare(policy)
+        for _ in range(300):
+            pooled = backend._pool.pooled()
+            if pooled:
+                break
+            time.sleep(0.05)
+        assert pooled
+        docker_api.kill(pooled[0])  # dies while it waits in the pool
+        req = ExecRequest(run_id="r", language="python", code="print(1)", policy=policy)
+        out = backend.execute(req, CancelToken())
+        assert out.stdout == b"1\n"
+        assert out.host_secrets[0] != pooled[0]
+    finally:
+        backend.close()

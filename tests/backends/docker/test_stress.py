@@ -91,7 +91,8 @@ def test_200_calls_leave_nothing_after_one_gc(backend_name: str, docker_api: Any
             doomed.wait()
     assert counts == {"ok": 160, "timeout": 20, "cancelled": 20}
     assert own_containers(docker_api) == []  # our own calls: removed by close()
-    assert own_containers(docker_api, doomed.pid)  # the killed client's leftovers
+    # The killed client's leftovers are still there, unless a backend starting in some
+    # other process on this machine reaped them already (which is the point).
     report = reap(docker_api)  # one gc
     assert not report.failed
     assert own_containers(docker_api, doomed.pid) == []

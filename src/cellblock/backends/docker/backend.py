@@ -69,6 +69,10 @@ _reap_lock = threading.Lock()
 _reap_done: set[str] = set()
 
 
+class _BootstrapFailed(SandboxUnavailable):
+    """The container ended before its bootstrap handed over to the program."""
+
+
 @dataclass(slots=True)
 class _Prepared:
     """A container ready for one call: created, or started and attached (``sock``)."""
@@ -152,8 +156,16 @@ class DockerBackend(Backend):
         self._check_policy(request.policy)
         spec = self._spec_for(request.policy)
         item = self._pool.take(spec.key)
-        if item is None:
-            item = _Prepared(self._create(spec))
+        if item is not None:
+            try:
+                return self._execute_in(item, request, cancel)
+            except _BootstrapFailed:
+                # A pool container that died while it waited (daemon restart, host OOM
+                # kill) never ran the code: try once more in a fresh container.
+                log.warning("a pool container was unusable; retrying in a fresh one")
+        return self._execute_in(_Prepared(self._create(spec)), request, cancel)
+
+    def _execute_in(self, item: _Prepared, request: ExecRequest, cancel: CancelToken) -> RawOutcome:
         cid = item.cid
         with self._active_lock:
             self._active.add(cid)
@@ -403,7 +415,7 @@ class DockerBackend(Backend):
                 f"{bytes(demux.stderr[:2000]).decode(errors='replace')}"
             )
             log.warning("%s", detail)
-            raise SandboxUnavailable(detail=detail)
+            raise _BootstrapFailed(detail=detail)
         if oom:
             call.limits_hit.append("memory")
             call.violations.append("memory limit")
