@@ -37,8 +37,7 @@ def _logs() -> None:
     """Check and read the run log (the embedded store or a service's database)."""
 
 
-# Annotated, not decorated: cli.main imports this module at its bottom (an import cycle),
-# and mypy cannot infer a decorated object's type across the cycle.
+# Built explicitly rather than decorated, so that the command object has a declared type.
 logs: click.Group = click.group(name="logs")(_logs)
 
 

@@ -10,7 +10,9 @@ concurrent writers can never fork the chain.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -147,6 +149,11 @@ class Store:
             if self.dialect == "sqlite":
                 if parsed.database and parsed.database != ":memory:":
                     Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+                    # The log holds every agent's raw code and output: owner-only. SQLite
+                    # gives its -wal and -shm files the database file's permissions.
+                    os.close(os.open(parsed.database, os.O_CREAT | os.O_WRONLY, 0o600))
+                    with contextlib.suppress(OSError):  # a log created by an older version
+                        os.chmod(parsed.database, 0o600)
                 self.engine = create_engine(
                     self.url, connect_args={"timeout": 30, "check_same_thread": False}
                 )
