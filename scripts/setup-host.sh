@@ -34,7 +34,6 @@ fi
 # --- docker: register gVisor's runsc, then make sure the daemon runs -----------------
 DAEMON_JSON=/etc/docker/daemon.json
 mkdir -p /etc/docker
-want_runtime='{"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]}'
 changed=0
 if ! python3 - "$DAEMON_JSON" <<'PY'
 import json, sys
@@ -44,7 +43,8 @@ try:
 except (FileNotFoundError, ValueError):
     sys.exit(1)
 rt = cfg.get("runtimes", {}).get("runsc", {})
-sys.exit(0 if rt.get("path") == "/usr/bin/runsc" and "--network=none" in rt.get("runtimeArgs", []) else 1)
+args = rt.get("runtimeArgs", [])
+sys.exit(0 if rt.get("path") == "/usr/bin/runsc" and {"--network=none", "--oci-seccomp"} <= set(args) else 1)
 PY
 then
   log "registering runsc as a docker runtime in $DAEMON_JSON"
@@ -56,8 +56,11 @@ try:
 except (FileNotFoundError, ValueError):
     cfg = {}
 # --network=none is required: without it runsc refuses containers with no network.
+# --oci-seccomp makes gVisor enforce our seccomp profile inside its kernel too (without
+# it the profile is ignored and cellblock refuses to run gvisor sandboxes).
 # No --platform=kvm: it hangs on some hosts.
-cfg.setdefault("runtimes", {})["runsc"] = {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]}
+cfg.setdefault("runtimes", {})["runsc"] = {
+    "path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--oci-seccomp"]}
 json.dump(cfg, open(path, "w"), indent=2)
 PY
   changed=1

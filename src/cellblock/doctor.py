@@ -257,10 +257,10 @@ def check_default_image() -> HostCheck:
 
 
 def check_docker() -> list[HostCheck]:
-    """Docker daemon reachable; runsc installed and registered with --network=none."""
+    """Docker daemon reachable; runsc registered with --network=none and --oci-seccomp."""
     runsc_fix = ('add to /etc/docker/daemon.json: {"runtimes": {"runsc": {"path": '
-                 '"/usr/bin/runsc", "runtimeArgs": ["--network=none"]}}}, then kill -HUP '
-                 "the dockerd process")
+                 '"/usr/bin/runsc", "runtimeArgs": ["--network=none", "--oci-seccomp"]}}}, '
+                 "then kill -HUP the dockerd process")
     runsc_path = shutil.which("runsc")
     try:
         import docker
@@ -298,9 +298,15 @@ def check_docker() -> list[HostCheck]:
                 "runsc is registered without --network=none: --network none containers "
                 "fail with 'cannot run with network enabled in root network namespace'",
                 runsc_fix))
+        elif "--oci-seccomp" not in args:
+            checks.append(HostCheck(
+                "gvisor (runsc)", "warn",
+                "runsc is registered without --oci-seccomp: gVisor would ignore the seccomp "
+                "profile, so the gvisor backend refuses to run", runsc_fix))
         else:
             checks.append(HostCheck("gvisor (runsc)", "ok",
-                                    f"runtime runsc ({runsc.get('path', '?')}) --network=none"))
+                                    f"runtime runsc ({runsc.get('path', '?')}) "
+                                    "--network=none --oci-seccomp"))
     return checks
 
 
