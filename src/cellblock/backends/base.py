@@ -44,6 +44,18 @@ mounted read-only inside it. Neutral on purpose: tracebacks show ``/work/main.py
 
 CODE_FILENAMES: Mapping[Language, str] = {"python": "main.py", "bash": "main.sh"}
 
+SANDBOX_ENV: Mapping[str, str] = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": CODE_DIR,
+    "LANG": "C.UTF-8",
+    "TMPDIR": "/tmp",
+    # Unbuffered so that output written before a timeout kill reaches the caller.
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+"""The fixed base environment of every sandboxed program, on every backend; the policy's
+``env`` is added on top. Nothing is inherited from the host."""
+
 
 class BackendOptions(BaseModel):
     """Base class of each backend's typed options."""

@@ -39,7 +39,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cellblock.backends.base import CODE_DIR, CODE_FILENAMES, CancelToken, RawOutcome
+from cellblock.backends.base import (
+    CODE_DIR,
+    CODE_FILENAMES,
+    SANDBOX_ENV,
+    CancelToken,
+    RawOutcome,
+)
 from cellblock.backends.bwrap.cgroups import CgroupManager, RunCgroup
 from cellblock.errors import ProtectionUnavailable, SandboxUnavailable
 from cellblock.policy import Language
@@ -51,15 +57,6 @@ log = logging.getLogger("cellblock.bwrap")
 
 SANDBOX_UID = 1000
 SANDBOX_HOSTNAME = "sandbox"
-BASE_ENV: Mapping[str, str] = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": CODE_DIR,
-    "LANG": "C.UTF-8",
-    "TMPDIR": "/tmp",
-    # Unbuffered so that output written before a timeout kill reaches the caller.
-    "PYTHONUNBUFFERED": "1",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
 INTERPRETERS: Mapping[Language, tuple[str, ...]] = {"python": ("python3",), "bash": ("bash",)}
 # Per-sandbox host uids when cellblock runs as root: a sandbox that somehow reached the
 # host would be an unprivileged uid that owns nothing and differs from every other one.
@@ -212,7 +209,7 @@ class PreparedSandbox:
         child_fds += [info_w, status_w]
         args += ["--info-fd", str(info_w), "--json-status-fd", str(status_w)]
         args += ["--chdir", CODE_DIR, "--clearenv"]
-        for name, value in (*BASE_ENV.items(), *key.env):
+        for name, value in (*SANDBOX_ENV.items(), *key.env):
             args += ["--setenv", name, value]
         args += ["--", *INTERPRETERS[key.language], code_path]
 

@@ -33,11 +33,10 @@ import hashlib
 import io
 import json
 import tarfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cellblock.backends.base import CODE_DIR, ExecRequest
+from cellblock.backends.base import CODE_DIR, SANDBOX_ENV, ExecRequest
 from cellblock.backends.docker.options import DockerOptions
 from cellblock.backends.seccomp_rules import docker_profile
 from cellblock.policy import Policy
@@ -54,15 +53,6 @@ Runtime = Literal["runc", "runsc"]
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
 INPUT_DIR = "/.input"
-BASE_ENV: Mapping[str, str] = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": CODE_DIR,
-    "LANG": "C.UTF-8",
-    "TMPDIR": "/tmp",
-    # As on bwrap: unbuffered, so output written before a timeout kill reaches the caller.
-    "PYTHONUNBUFFERED": "1",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
 READY_MARKER = b"\x00cellblock-ready\n"
 """First bytes of stdout, written by the bootstrap just before it execs the program.
 The program cannot write before it, so it cannot be forged; cellblock strips it."""
@@ -126,7 +116,7 @@ def bootstrap_script(policy: Policy) -> str:
 
 def build_spec(options: DockerOptions, policy: Policy, runtime: Runtime) -> ContainerSpec:
     """The hardened create configuration for one call under ``policy``."""
-    env = dict(BASE_ENV)
+    env = dict(SANDBOX_ENV)
     env.update(policy.env)
     scratch = f"{policy.scratch_mb}m"
     tmpfs_opts = f"rw,exec,nosuid,nodev,size={scratch}"
