@@ -104,3 +104,55 @@ def test_no_leftovers_after_many_calls_with_timeouts() -> None:
     assert set(bwrap_processes()) <= before
 
 
+
+
+def launcher_pids() -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"-I\0-S\0-c\0" in cmd and b"recv_fds" in cmd:
+                out.append(int(entry.name))
+    return out
+
+
+def test_launcher_is_replaced_when_killed_and_gone_after_close() -> None:
+    require_default_image()
+    before = set(launcher_pids())
+    sb = Sandbox("bwrap", options=BwrapOptions(pool_size=0), recorder=None)
+    assert sb.run("print(1)").stdout == "1\n"
+    ours = set(launcher_pids()) - before
+    assert len(ours) == 1
+    os.kill(ours.pop(), 9)
+    time.sleep(0.1)
+    # A new launcher takes over; the call still works.
+    assert sb.run("print(2)").stdout == "2\n"
+    sb.close()
+    deadline = time.monotonic() + 5
+    while set(launcher_pids()) - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not set(launcher_pids()) - before, "launcher left running after close()"
+
+
+def test_sandbox_rlimits_come_from_the_launcher() -> None:
+    require_default_image()
+    with Sandbox("bwrap", options=BwrapOptions(nofile=128), recorder=None) as sb:
+        r = sb.run("ulimit -Hc; ulimit -Hn", language="bash")
+    assert r.stdout.split() == ["0", "128"], r
+
+
+def test_rlimit_fallback_without_cgroups(monkeypatch: pytest.MonkeyPatch) -> None:
+    require_default_image()
+    from cellblock.backends.bwrap import backend as backend_mod
+
+    monkeypatch.setattr(backend_mod, "detect_cgroups", lambda: None)
+    with Sandbox("bwrap", Policy(memory_mb=128, max_pids=20), recorder=None) as sb:
+        r = sb.run("ulimit -Hv; ulimit -Hu", language="bash")
+        bomb = sb.run("x = bytearray(512 * 1024 * 1024)")
+    assert r.limits_enforced_by == "rlimit"
+    assert r.stdout.split() == [str(128 * 1024), "20"], r
+    # Without a cgroup the kernel refuses the allocation instead of killing the tree.
+    assert bomb.exit_code == 1 and "MemoryError" in bomb.stderr, bomb

@@ -35,6 +35,7 @@ from cellblock.backends.base import (
     RawOutcome,
 )
 from cellblock.backends.bwrap.cgroups import detect_cgroups
+from cellblock.backends.bwrap.launcher import Launcher
 from cellblock.backends.bwrap.pool import PrespawnPool
 from cellblock.backends.bwrap.seccomp import SeccompUnavailable, compiled_filter
 from cellblock.backends.bwrap.spawn import PreparedSandbox, Reaper, SpawnConfig, SpawnKey
@@ -91,6 +92,7 @@ class BwrapBackend(Backend):
         self._config_no_seccomp: SpawnConfig | None = None
         self._pool: PrespawnPool | None = None
         self._reaper = Reaper()
+        self._launcher = Launcher(self.opts.nofile)
         self._closed = False
 
     # -- setup ---------------------------------------------------------------------------
@@ -118,11 +120,6 @@ class BwrapBackend(Backend):
                         hint="apt-get install bubblewrap",
                         detail=f"{self.opts.bwrap!r} not found on PATH",
                     )
-                for tool in ("prlimit", "setpriv"):
-                    if shutil.which(tool) is None:
-                        raise SandboxUnavailable(
-                            f"the bwrap backend needs {tool}", hint="apt-get install util-linux"
-                        )
                 # Resolved: bwrap runs as another uid, which must not have to traverse
                 # a private directory that merely holds a symlink to the image.
                 rootfs = (self.opts.rootfs or require_rootfs(self.opts.image)).resolve()
@@ -150,6 +147,7 @@ class BwrapBackend(Backend):
                     seccomp_program=program,
                     cgroups=cgroups,
                     reaper=self._reaper,
+                    launcher=self._launcher,
                 )
             if self._config.seccomp_program is None and not allow_no_seccomp:
                 raise SeccompUnavailable("libseccomp could not compile the filter")
@@ -204,6 +202,7 @@ class BwrapBackend(Backend):
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+        self._launcher.close()
         self._reaper.drain()
 
     @classmethod

@@ -47,6 +47,7 @@ from cellblock.backends.base import (
     RawOutcome,
 )
 from cellblock.backends.bwrap.cgroups import CgroupManager, RunCgroup
+from cellblock.backends.bwrap.launcher import LaunchedProcess, Launcher
 from cellblock.errors import ProtectionUnavailable, SandboxUnavailable
 from cellblock.policy import Language
 from cellblock.result import KilledReason, LimitsEnforcement
@@ -91,6 +92,7 @@ class SpawnConfig:
     seccomp_program: bytes | None
     cgroups: CgroupManager | None
     reaper: Reaper
+    launcher: Launcher
 
 
 class Reaper:
@@ -140,7 +142,7 @@ class PreparedSandbox:
         self.key = key
         self.created = time.monotonic()
         self._fds: list[int] = []
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: LaunchedProcess | None = None
         self.cgroup: RunCgroup | None = None
         self.sandbox_pid: int | None = None
         self.enforcement: LimitsEnforcement = "rlimit"
@@ -178,7 +180,15 @@ class PreparedSandbox:
         cfg, key = self.config, self.key
         scratch = str(key.scratch_mb * 1024 * 1024)
         code_path = f"{CODE_DIR}/{CODE_FILENAMES[key.language]}"
-        child_fds: list[int] = []
+        # Descriptors the child gets, by the number it sees them under. bwrap's arguments
+        # name those numbers, not ours.
+        child_fds: dict[int, int] = {}
+
+        def give(fd: int) -> str:
+            number = 3 + len([n for n in child_fds if n >= 3])
+            child_fds[number] = fd
+            return str(number)
+
         args = [
             cfg.bwrap,
             "--unshare-all", "--unshare-user", "--disable-userns",
@@ -194,20 +204,15 @@ class PreparedSandbox:
         ]
         for fname, content in sorted(files.items()):
             fd = self._memfd("file", content)
-            args += ["--perms", "0444", "--ro-bind-data", str(fd), f"{CODE_DIR}/{fname}"]
-            child_fds.append(fd)
+            args += ["--perms", "0444", "--ro-bind-data", give(fd), f"{CODE_DIR}/{fname}"]
         # The code comes last through a pipe: bwrap blocks reading it (see module doc).
         code_r, self.code_w = self._pipe()
-        args += ["--perms", "0444", "--ro-bind-data", str(code_r), code_path]
-        child_fds.append(code_r)
+        args += ["--perms", "0444", "--ro-bind-data", give(code_r), code_path]
         if cfg.seccomp_program is not None:
-            seccomp_fd = self._memfd("seccomp", cfg.seccomp_program)
-            args += ["--seccomp", str(seccomp_fd)]
-            child_fds.append(seccomp_fd)
+            args += ["--seccomp", give(self._memfd("seccomp", cfg.seccomp_program))]
         info_r, info_w = self._pipe()
         self.status_r, status_w = self._pipe()
-        child_fds += [info_w, status_w]
-        args += ["--info-fd", str(info_w), "--json-status-fd", str(status_w)]
+        args += ["--info-fd", give(info_w), "--json-status-fd", give(status_w)]
         args += ["--chdir", CODE_DIR, "--clearenv"]
         for name, value in (*SANDBOX_ENV.items(), *key.env):
             args += ["--setenv", name, value]
@@ -216,30 +221,14 @@ class PreparedSandbox:
         stdin_r, self.stdin_w = self._pipe()
         self.out_r, out_w = self._pipe()
         self.err_r, err_w = self._pipe()
+        child_fds.update({0: stdin_r, 1: out_w, 2: err_w})
 
-        prefix = self._limits_prefix()
-        if os.geteuid() == 0:
-            # Drop to a fresh unprivileged uid with util-linux setpriv rather than
-            # Popen(user=...): the latter makes CPython fork() instead of vfork(), which
-            # costs milliseconds of page-table copying in a large parent process.
-            uid = _HOST_UID_BASE + secrets.randbelow(_HOST_UID_SPAN)
-            prefix += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
-        try:
-            self.proc = subprocess.Popen(
-                [*prefix, *args],
-                stdin=stdin_r,
-                stdout=out_w,
-                stderr=err_w,
-                pass_fds=child_fds,
-                close_fds=True,
-                start_new_session=True,
-                env={},
-                cwd="/",
-            )
-        except OSError as exc:
-            raise SandboxUnavailable(detail=f"cannot start bwrap: {exc}") from exc
+        rlimits = self._limits()
+        # A fresh unprivileged host uid per sandbox when we are root.
+        uid = _HOST_UID_BASE + secrets.randbelow(_HOST_UID_SPAN) if os.geteuid() == 0 else None
+        self.proc = cfg.launcher.spawn(args, child_fds, uid, rlimits)
         # Our copies of the child's ends must go, or we would never see EOF.
-        for fd in (*child_fds, stdin_r, out_w, err_w):
+        for fd in child_fds.values():
             self._close(fd)
 
         info = self._read_info(info_r)
@@ -258,31 +247,27 @@ class PreparedSandbox:
                     detail=f"cannot move the sandbox into its cgroup: {exc}"
                 ) from exc
 
-    def _limits_prefix(self) -> list[str]:
-        """Create the cgroup, and the ``prlimit`` wrapper that sets rlimits.
+    def _limits(self) -> dict[str, int]:
+        """Create the cgroup; return the per-sandbox rlimits the launcher must add.
 
-        rlimits are set by util-linux ``prlimit`` exec'ing bwrap rather than by
-        prlimit(2) on the sandbox pid: lowering one's own limits needs no privilege,
-        while prlimit(2) on another uid's process needs CAP_SYS_RESOURCE, which
-        container hosts often withhold even from root.
+        The launcher itself always runs with RLIMIT_CORE=0 (no dump files, and
+        core_pattern may pipe to a host program) and the configured RLIMIT_NOFILE, so
+        every sandbox inherits those.
         """
-        key, nofile = self.key, self.config.nofile
+        key = self.key
         mem = key.memory_mb * 1024 * 1024
-        # Never dump core: core_pattern may pipe to a host program, and a dump is a file.
-        prefix = ["prlimit", "--core=0:0", f"--nofile={nofile}:{nofile}"]
         manager = self.config.cgroups
         if manager is not None:
             try:
                 self.cgroup = manager.create(f"sb-{secrets.token_hex(8)}", mem, key.max_pids)
                 self.enforcement = "cgroup"
-                return [*prefix, "--"]
+                return {}
             except OSError as exc:
                 log.warning("cgroup setup failed, falling back to rlimits: %s", exc)
         # Weaker: per-process address space, and a process count per host uid (unique per
         # sandbox when we run as root, shared with the user's own processes otherwise).
         self.enforcement = "rlimit"
-        prefix += [f"--as={mem}:{mem}", f"--nproc={key.max_pids}:{key.max_pids}"]
-        return [*prefix, "--"]
+        return {"as": mem, "nproc": key.max_pids}
 
     def _read_info(self, fd: int) -> int | None:
         buf = bytearray()
@@ -455,7 +440,11 @@ class PreparedSandbox:
         if killed is not None and killed != "cancelled":
             limits_hit.add(killed)
         if exit_code is None:
-            exit_code = KILL_EXIT if killed is not None else rc
+            if killed is None:
+                raise SandboxUnavailable(
+                    detail=f"bwrap exited without the program's exit status (rc {rc})"
+                )
+            exit_code = KILL_EXIT
         if killed in ("timeout", "cancelled", "pids", "output"):
             # The exit status of a process we killed says nothing about the program.
             exit_code = KILL_EXIT
@@ -505,6 +494,7 @@ class PreparedSandbox:
                     self.proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     log.exception("bwrap pid %s did not exit after SIGKILL", self.proc.pid)
+                self.proc.close()
             if self.cgroup is not None:
                 # bwrap has exited, so the namespace is gone; anything still in the cgroup
                 # is killed now, and the empty cgroup is removed off the hot path.
