@@ -161,3 +161,22 @@ def test_sync_cancel_token() -> None:
     result = sb.run("import time\ntime.sleep(100)", _cancel=token)
     assert result.killed_reason == "cancelled"
     sb.close()
+
+
+def test_too_many_input_files_is_a_policy_error() -> None:
+    sb = Sandbox(EchoBackend(), recorder=None)
+    with pytest.raises(PolicyError) as exc:
+        sb.run("print(1)", files={f"f{i}.txt": b"x" for i in range(33)})
+    assert "at most 32 input files" in str(exc.value)
+    # 32 is fine.
+    sb.run("print(1)", files={f"f{i}.txt": b"x" for i in range(32)})
+
+
+@pytest.mark.integration
+def test_many_input_files_reach_the_sandbox() -> None:
+    require_default_image()
+    files = {f"in{i}.txt": str(i).encode() for i in range(32)}
+    with Sandbox("bwrap", recorder=None) as sb:
+        r = sb.run("import glob\nprint(sum(int(open(f).read()) for f in glob.glob('in*.txt')))",
+                   files=files)
+    assert r.stdout.strip() == str(sum(range(32))), r

@@ -32,6 +32,7 @@ log = logging.getLogger("cellblock")
 
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _MAX_FILES_BYTES = 64 * 1024 * 1024
+_MAX_FILES = 32
 _MAX_CODE_BYTES = 4 * 1024 * 1024
 _MAX_STDIN_BYTES = 64 * 1024 * 1024
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
@@ -241,6 +242,8 @@ class Sandbox:
             raise PolicyError("code is larger than 4 MiB")
         checked: dict[str, bytes] = {}
         total = 0
+        if files and len(files) > _MAX_FILES:
+            raise PolicyError(f"at most {_MAX_FILES} input files per call (got {len(files)})")
         for name, content in (files or {}).items():
             if not isinstance(name, str) or not _FILE_NAME.match(name) or name in ("main.py", "main.sh"):
                 raise PolicyError(
