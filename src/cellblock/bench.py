@@ -80,7 +80,7 @@ def _time(fn: Callable[[], object]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def _floor_runner(backend: str, options: BackendOptions | None) -> tuple[str, Callable[[], object]]:
+def _floor_runner(options: BackendOptions | None) -> tuple[str, Callable[[], object]]:
     """The no-sandbox baseline for the bwrap backend."""
     from cellblock.backends.bwrap import BwrapOptions
     from cellblock.images.store import require_rootfs
@@ -122,7 +122,7 @@ def run_bench(
     policy = Policy(timeout_s=30)
     notes: list[str] = ["no run log (recorder=None): this is the backend's cost"]
     if backend == "bwrap":
-        label, baseline = _floor_runner(backend, options)
+        label, baseline = _floor_runner(options)
     elif backend in ("docker", "gvisor"):
         label, baseline = _tutorial_runner(options)
     else:

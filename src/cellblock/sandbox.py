@@ -164,6 +164,8 @@ class Sandbox:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[ExecResult] = loop.create_future()
 
+        done = threading.Event()
+
         def worker() -> None:
             try:
                 res = self.run(code, language, files, stdin, policy=policy, _cancel=cancel)
@@ -171,16 +173,10 @@ class Sandbox:
                 loop.call_soon_threadsafe(_set_exception, future, exc)
             else:
                 loop.call_soon_threadsafe(_set_result, future, res)
-
-        done = threading.Event()
-
-        def run_and_signal() -> None:
-            try:
-                worker()
             finally:
                 done.set()
 
-        threading.Thread(target=run_and_signal, name="cellblock-run", daemon=True).start()
+        threading.Thread(target=worker, name="cellblock-run", daemon=True).start()
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:

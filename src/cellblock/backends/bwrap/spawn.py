@@ -185,7 +185,7 @@ class PreparedSandbox:
         child_fds: dict[int, int] = {}
 
         def give(fd: int) -> str:
-            number = 3 + len([n for n in child_fds if n >= 3])
+            number = 3 + len(child_fds)  # 0-2 (stdio) are added last
             child_fds[number] = fd
             return str(number)
 
