@@ -62,3 +62,47 @@ def test_huge_output_is_scanned_head_and_tail() -> None:
     alerts = DetectionEngine().analyze([record])
     assert [a.detector for a in alerts] == ["unicode"]
     assert "<U+200B>" in alerts[0].evidence
+
+
+class _Deferred(Detector):
+    """Defers one decision per record to a fixed deadline."""
+
+    name: ClassVar[str] = "deferred"
+
+    def __init__(self, deadline: float, broken: bool = False) -> None:
+        self.deadline = deadline
+        self.broken = broken
+        self.due: list[str] = []
+
+    def observe(self, record: RunRecord) -> list[Alert]:
+        self.due.append(record.run_id)
+        return []
+
+    def poll(self) -> list[Alert]:
+        if self.broken:
+            raise RuntimeError("bug")
+        out = [Alert(detector="deferred", severity="low", agents=("a",), run_ids=(r,),
+                     evidence="late") for r in self.due]
+        self.due = []
+        return out
+
+    def next_deadline(self) -> float | None:
+        return self.deadline if self.due else None
+
+
+def test_poll_collects_deferred_alerts_once_and_survives_a_broken_detector() -> None:
+    engine = DetectionEngine([_Deferred(7.0, broken=True), _Deferred(5.0), _Echo()])
+    assert engine.next_deadline() is None
+    engine.observe(rec())
+    assert engine.next_deadline() == 5.0  # the earliest of the detectors' deadlines
+    alerts = engine.poll()
+    assert [a.evidence for a in alerts] == ["late"]
+    assert engine.next_deadline() == 7.0  # the broken one still has its decision pending
+
+
+def test_default_engine_has_time_bounded_detectors() -> None:
+    engine = DetectionEngine()
+    assert engine.poll() == [] and engine.next_deadline() is None
+    names = {d.name for d in engine.detectors
+             if type(d).poll is not Detector.poll}
+    assert "shared-tokens" in names

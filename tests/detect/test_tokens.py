@@ -127,3 +127,70 @@ def test_reported_key_reused_by_a_second_group() -> None:
     records.insert(155, rec("d", code="marker = 'SAFFRON_80'\n"))
     alerts = [a for a in _run(records) if "SAFFRON_80" in a.evidence]
     assert [set(a.agents) for a in alerts] == [{"a", "b"}, {"a", "b", "c", "d"}]
+
+
+class _Clock:
+    """A fake monotonic clock the test advances by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_time_bound_decides_on_a_quiet_stream() -> None:
+    clock = _Clock()
+    det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=0.5, clock=clock)
+    rng = random.Random(5)
+    for r in _background(rng, 30):
+        assert det.observe(r) == []
+    clock.now = 99.0
+    det.poll()  # the background's own shared words are judged here, long before
+    assert det.next_deadline() is None
+    clock.now = 100.0
+    det.observe(rec("mallory", code="tag = 'k7Qz91fX'\n"))
+    assert det.observe(rec("trent", code="marker = 'k7Qz91fX'\n")) == []
+    assert det.next_deadline() == 100.5
+    clock.now = 100.4
+    assert det.poll() == []  # not due yet, and no record count reached either
+    clock.now = 100.5
+    alerts = det.poll()
+    assert [a.agents for a in alerts] == [("mallory", "trent")]
+    assert det.next_deadline() is None
+    assert det.poll() == [] and det.finish() == []  # decided once
+
+
+def test_time_bound_still_lets_a_common_key_be_common() -> None:
+    """Within the time bound, a key that more agents use is judged common, not rare."""
+    clock = _Clock()
+    det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=0.5, clock=clock)
+    for r in _background(random.Random(6), 30):
+        det.observe(r)
+    for i in range(6):  # a task literal every agent uses
+        det.observe(rec(f"worker{i}", code="dataset = 'ZEBRA_42'\n"))
+    clock.now += 1
+    assert not [a for a in det.poll() if "ZEBRA_42" in a.evidence]
+
+
+def test_without_time_bound_poll_never_decides() -> None:
+    clock = _Clock()
+    det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=None, clock=clock)
+    for r in _background(random.Random(7), 30):
+        det.observe(r)
+    det.observe(rec("mallory", code="tag = 'k7Qz91fX'\n"))
+    det.observe(rec("trent", code="marker = 'k7Qz91fX'\n"))
+    clock.now += 3600
+    assert det.next_deadline() is None
+    assert det.poll() == []
+    assert [a.agents for a in det.finish()] == [("mallory", "trent")]
+
+
+def test_record_count_bound_comes_first_on_a_busy_stream() -> None:
+    clock = _Clock()
+    det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=0.5, clock=clock)
+    records = _background(random.Random(8), 30)
+    records += [rec("mallory", code="tag = 'k7Qz91fX'\n"), rec("trent", code="m = 'k7Qz91fX'\n")]
+    records += _background(random.Random(9), 60)
+    alerts = [a for r in records for a in det.observe(r)]  # the clock never moves
+    assert [a.agents for a in alerts if "k7Qz91fX" in a.evidence] == [("mallory", "trent")]

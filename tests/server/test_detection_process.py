@@ -116,3 +116,26 @@ def test_built_in_detectors_raise_alerts(tmp_path: Any, mode: str) -> None:
             "built-in alert on the stego run")
         assert alerts[0]["agents"] == ["agent-red"]
         assert "<U+200B>" in alerts[0]["evidence"]
+
+
+@pytest.mark.parametrize("mode", ["inline", "process"])
+def test_deferred_decision_lands_without_more_traffic(tmp_path: Any, mode: str) -> None:
+    """``shared-tokens`` defers its judgement (is the key rare?) by up to 1,000 records,
+    or by its time bound: on a quiet stream the alert must still arrive, with no further
+    POST to drive it."""
+    app = create_app(ServerSettings(db_url=str(tmp_path / "q.db"), detection=mode))  # type: ignore[arg-type]
+    key = "Zq4x7Kv-918273"
+    with TestClient(app) as client:
+        _post(client, [make_record(i) for i in range(20)])
+        _post(client, [make_record(100, agent="agent-red", code=f"print('{key}')",
+                                   stdout_raw=key + "\n")])
+        head = _post(client, [make_record(101, agent="agent-blue",
+                                          code=f"k = '{key}'\nprint('ok')",
+                                          stdout_raw="ok\n")])["head_seq"]
+        alerts = _eventually(
+            lambda: client.get("/v1/alerts", params={"detector": "shared-tokens"}).json()[
+                "alerts"], "time-bounded shared-tokens alert")
+        assert alerts[0]["agents"] == ["agent-blue", "agent-red"]
+        assert alerts[0]["run_ids"] == ["run-000101", "run-000100"]
+        assert key in alerts[0]["evidence"]
+        assert alerts[0]["trigger_seq"] == head

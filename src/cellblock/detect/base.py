@@ -4,6 +4,14 @@ A detector sees run records one at a time, in arrival order, and keeps whatever 
 it needs (corpus statistics, per-agent history). ``observe`` returns alerts that can be
 raised as soon as a record arrives; ``finish`` returns alerts that need the whole batch.
 Streaming (the log service) and batch (``cellblock detect``) use the same code.
+
+Some decisions are better taken a little later than the record that prompts them: a
+key shared by two agents is only *rare* if the next few hundred runs do not use it too.
+Such a detector defers the decision, and takes it after a number of further records or
+after a time bound, whichever comes first. The time bound is what keeps alert latency
+bounded on a quiet stream: a streaming caller calls ``poll`` whenever it is idle (and
+after each batch), and ``next_deadline`` says when the next deferred decision falls due.
+Batch callers never poll; ``finish`` takes every deferred decision at the end.
 """
 
 from __future__ import annotations
@@ -53,3 +61,13 @@ class Detector(ABC):
     def finish(self) -> list[Alert]:
         """Return alerts that need the whole batch. Default: none."""
         return []
+
+    def poll(self) -> list[Alert]:
+        """Streaming only: take the deferred decisions whose time bound has passed and
+        return their alerts. Default: none (the detector never defers)."""
+        return []
+
+    def next_deadline(self) -> float | None:
+        """When (on the detector's clock, ``time.monotonic`` by default) the oldest
+        deferred decision falls due, or ``None`` when nothing is deferred."""
+        return None

@@ -1,6 +1,7 @@
 """The detection engine: runs every detector over records as they arrive, or over a batch.
 
-The log service calls :meth:`DetectionEngine.observe` on every ingested record, so a
+The log service calls :meth:`DetectionEngine.observe` on every ingested record, and
+:meth:`DetectionEngine.poll` when idle (deferred decisions with a time bound), so a
 detector that raises must never break ingestion: its exception is logged and the other
 detectors still run. Alerts are de-duplicated by :attr:`Alert.alert_id`, within a bounded
 memory of recently raised ids.
@@ -77,6 +78,23 @@ class DetectionEngine:
             except Exception:
                 log.exception("detector %s failed in finish()", detector.name)
         return self._new(alerts)
+
+    def poll(self) -> list[Alert]:
+        """Streaming: deferred decisions that are due by time (call when idle and after
+        each batch; cheap when nothing is due)."""
+        alerts: list[Alert] = []
+        for detector in self.detectors:
+            try:
+                alerts.extend(detector.poll())
+            except Exception:
+                log.exception("detector %s failed in poll()", detector.name)
+        return self._new(alerts)
+
+    def next_deadline(self) -> float | None:
+        """The earliest time (``time.monotonic``) any detector wants to be polled."""
+        deadlines = [d for d in (det.next_deadline() for det in self.detectors)
+                     if d is not None]
+        return min(deadlines, default=None)
 
     def analyze(self, records: Iterable[RunRecord]) -> list[Alert]:
         """Batch mode: observe every record, then finish; alerts de-duplicated by id."""

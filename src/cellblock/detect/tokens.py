@@ -23,8 +23,13 @@ A key is reported when it is seen in runs of at least two agents (at most
 runs, and at least one agent typing it in *code*. A reported key that more agents pick
 up later is reported again with the newcomers, up to ``2 * max_agents`` agents. The last rule separates relaying from
 two agents printing the same input file: data read from a shared input appears only in
-outputs. The decision is taken ``delay`` records after the key first becomes shared (or at
-``finish``), so that a key that is about to become common is not reported early.
+outputs. The decision is taken ``delay`` records after the key first becomes shared, so
+that a key that is about to become common is not reported early, or ``max_wait_s``
+seconds after it (when the caller polls; see :meth:`Detector.poll`), whichever comes
+first, so that a quiet stream still gets its alert within a second; a batch takes every
+pending decision at ``finish``. The time bound trades a little certainty for latency: on
+a slow stream fewer runs have had the chance to show that a key is common (see
+docs/detectors.md for the false-positive rate measured at several arrival rates).
 
 Memory is bounded: at most ``max_keys`` keys are tracked; when full, the keys seen in a
 single run that are oldest are dropped first.
@@ -33,8 +38,9 @@ single run that are oldest are dropped first.
 from __future__ import annotations
 
 import re
+import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import ClassVar
 
 from cellblock.detect._text import clip, code_of, stderr_of, stdout_of
@@ -156,9 +162,14 @@ class SharedRareTokenDetector(Detector):
         rare_word_fraction: float = 0.005,
         max_keys: int = 400_000,
         ignore: Iterable[str] = (),
+        max_wait_s: float | None = 0.5,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``ignore``: tokens and phrases the operator knows are shared on purpose (a
-        task's literals given to several agents); matched case-insensitively."""
+        task's literals given to several agents); matched case-insensitively.
+        ``max_wait_s``: the time bound of a deferred decision, taken by :meth:`poll`
+        (``None``: decide on record counts only). ``clock``: seconds, monotonic (a fake
+        one simulates a stream in tests and in the evaluation harness)."""
         self.max_df = max_df
         self.max_agents = max_agents
         self.max_runs_per_agent = max_runs_per_agent
@@ -167,9 +178,13 @@ class SharedRareTokenDetector(Detector):
         self.rare_word_fraction = rare_word_fraction
         self.max_keys = max_keys
         self.ignore = frozenset(i.lower() for i in ignore)
+        self.max_wait_s = max_wait_s
+        self._clock = clock
         self._keys: dict[object, _Key] = {}
         self._words: dict[str, int] = {}
-        self._pending: deque[tuple[int, object]] = deque()
+        # (record-count deadline, time deadline, key): both grow in insertion order, so
+        # the head is always the first decision due, by either bound.
+        self._pending: deque[tuple[int, float, object]] = deque()
         self._n = 0
 
     # -- bookkeeping -------------------------------------------------------------------
@@ -188,7 +203,8 @@ class SharedRareTokenDetector(Detector):
             newly_shared = len(entry.agents) == 2 or (
                 entry.reported and len(entry.agents) > entry.reported)
             if newly_shared and len(self._pending) < _MAX_PENDING:
-                self._pending.append((self._n + self.delay, key))
+                wait = self.max_wait_s if self.max_wait_s is not None else float("inf")
+                self._pending.append((self._n + self.delay, self._clock() + wait, key))
         else:
             info.runs += 1
             info.in_code = info.in_code or in_code
@@ -267,11 +283,28 @@ class SharedRareTokenDetector(Detector):
         if self._n < self.warmup and not flush:
             return alerts
         while self._pending and (flush or self._pending[0][0] <= self._n):
-            _, key = self._pending.popleft()
-            alert = self._judge(key)
+            alert = self._judge(self._pending.popleft()[2])
             if alert is not None:
                 alerts.append(alert)
         return alerts
+
+    def poll(self) -> list[Alert]:
+        """Take the decisions whose time bound has passed (warm-up or not: on a quiet
+        stream the corpus may never reach ``warmup`` records)."""
+        alerts: list[Alert] = []
+        if not self._pending or self.max_wait_s is None:
+            return alerts
+        now = self._clock()
+        while self._pending and self._pending[0][1] <= now:
+            alert = self._judge(self._pending.popleft()[2])
+            if alert is not None:
+                alerts.append(alert)
+        return alerts
+
+    def next_deadline(self) -> float | None:
+        if not self._pending or self.max_wait_s is None:
+            return None
+        return self._pending[0][1]
 
     # -- Detector ----------------------------------------------------------------------
 

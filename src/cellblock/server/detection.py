@@ -13,6 +13,11 @@ fast ones and the costly ones (see :func:`default_engine_groups`), so a costly d
 falling behind under peak load never delays the alerts of the others. A worker exits on
 its own when the service dies.
 
+Some decisions are deferred (is a key shared by two agents rare, or about to become
+common?) and bounded in time: workers sleep only until the next one falls due and poll
+the engine after every chunk of runs, and inline detection has a ticker thread for it,
+so an alert never waits for more traffic to arrive.
+
 Both warm up the same way: the newest ``warm_runs`` stored runs are replayed into a
 fresh engine at start, so a restart keeps recent correlation context; alerts found
 while replaying are stored too (deduplicated by id), which also covers runs that were
@@ -29,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from cellblock.detect.base import Alert
 from cellblock.logs.record import RunRecord
@@ -58,6 +63,38 @@ class AlertSource(Protocol):
     """What the service needs from the detection engine."""
 
     def observe(self, record: RunRecord) -> list[Alert]: ...
+
+
+@runtime_checkable
+class Pollable(Protocol):
+    """An engine with deferred, time-bounded decisions (the built-in one): it is polled
+    when idle so that an alert never waits for more records to arrive."""
+
+    def poll(self) -> list[Alert]: ...
+
+    def next_deadline(self) -> float | None: ...
+
+
+_IDLE_WAIT_S = 0.5
+"""Longest sleep of a worker with nothing deferred (it checks for a dead parent)."""
+
+
+def _poll(engine: AlertSource) -> list[Alert]:
+    if not isinstance(engine, Pollable):
+        return []
+    try:
+        return engine.poll()
+    except Exception:  # detection must never stop the worker
+        log.exception("detection poll failed")
+        return []
+
+
+def _idle_timeout(engine: AlertSource) -> float:
+    """How long a worker may sleep before a deferred decision falls due."""
+    deadline = engine.next_deadline() if isinstance(engine, Pollable) else None
+    if deadline is None:
+        return _IDLE_WAIT_S
+    return min(_IDLE_WAIT_S, max(0.0, deadline - time.monotonic()))
 
 
 class Detection(Protocol):
@@ -130,7 +167,8 @@ def _warm(store: Store, engine: AlertSource, warm_runs: int) -> tuple[int, int, 
 
 
 class InlineDetection:
-    """Detection in the request thread (see the module docstring)."""
+    """Detection in the request thread (see the module docstring), plus a small thread
+    that takes the engine's time-bounded decisions when no request brings new runs."""
 
     def __init__(self, store: Store, engine_factory: Callable[[], AlertSource],
                  metrics: Metrics, warm_runs: int) -> None:
@@ -141,32 +179,64 @@ class InlineDetection:
         self._engine: AlertSource = engine_factory()
         self._seq = 0
         self.warmed = 0
+        # The engine is not thread-safe: requests (already serialised by the service's
+        # lock) and the ticker take turns on it.
+        self._engine_lock = threading.Lock()
+        self._closing = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     def start(self) -> None:
-        self._engine = self._factory()
-        self.warmed, self._seq, alerts = _warm(self.store, self._engine, self.warm_runs)
+        with self._engine_lock:
+            self._engine = self._factory()
+            self.warmed, self._seq, alerts = _warm(self.store, self._engine, self.warm_runs)
         for alert in alerts:
             self.metrics.alerts_raised.labels(detector=alert.detector).inc()
+        if isinstance(self._engine, Pollable) and self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="cellblock-detect-tick",
+                                            daemon=True)
+            self._ticker.start()
 
     def after_commit(self, inserted: Sequence[StoredRun]) -> list[Alert]:
         t0 = time.perf_counter()
         raised: list[Alert] = []
-        for run in inserted:
-            found = _observe(self._engine, run.record)
-            if found:
-                stored = self.store.add_alerts(found, run.seq)
-                for alert in stored:
-                    self.metrics.alerts_raised.labels(detector=alert.detector).inc()
-                raised.extend(stored)
-            self._seq = run.seq
+        with self._engine_lock:
+            for run in inserted:
+                found = _observe(self._engine, run.record)
+                if found:
+                    raised.extend(self._store(found, run.seq))
+                self._seq = run.seq
+            if inserted:
+                raised.extend(self._store(_poll(self._engine), self._seq))
         self.metrics.detect_seconds.observe(time.perf_counter() - t0)
         return raised
+
+    def _store(self, alerts: list[Alert], seq: int) -> list[Alert]:
+        if not alerts:
+            return []
+        stored = self.store.add_alerts(alerts, seq)
+        for alert in stored:
+            self.metrics.alerts_raised.labels(detector=alert.detector).inc()
+        return stored
+
+    def _tick(self) -> None:
+        while True:
+            with self._engine_lock:
+                timeout = _idle_timeout(self._engine)
+            if self._closing.wait(timeout):
+                return
+            try:
+                with self._engine_lock:
+                    self._store(_poll(self._engine), self._seq)
+            except Exception:  # the database may be briefly unavailable: try again later
+                log.exception("storing time-bounded alerts failed")
 
     def detected_seq(self) -> int:
         return self._seq
 
     def close(self) -> None:
-        pass
+        self._closing.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=10)
 
 
 class ProcessDetection:
@@ -310,7 +380,8 @@ def _worker_main(inherited: Store, factory: Callable[[], AlertSource], warm_runs
     warmed, last, _ = _warm(store, engine, warm_runs)
     events.send(("ready", warmed, last))
     while not stop.is_set() and os.getppid() == parent:  # parent gone (even SIGKILL): exit
-        wake.wait(0.5)
+        # Sleep until woken by a commit or until a deferred decision falls due.
+        wake.wait(_idle_timeout(engine))
         # Clear before reading: a commit that lands during the pass sets it again.
         wake.clear()
         last = _follow(store, engine, last, events, lambda: stop.is_set() or
@@ -321,20 +392,27 @@ def _worker_main(inherited: Store, factory: Callable[[], AlertSource], warm_runs
 
 def _follow(store: Store, engine: AlertSource, last: int, events: Connection,
             quit_now: Callable[[], bool]) -> int:
-    """Analyse every run after ``last``; report progress after each chunk."""
+    """Analyse every run after ``last``, then take the deferred decisions that are due;
+    report progress after each chunk."""
     while not quit_now():
         t0 = time.perf_counter()
         runs = store.list_runs(after_seq=last, limit=_READ_CHUNK)
-        if not runs:
-            return last
         detectors: list[str] = []
         for run in runs:
             alerts = _observe(engine, run.record)
             if alerts:
                 detectors.extend(a.detector for a in store.add_alerts(alerts, run.seq))
-        last = runs[-1].seq
-        try:
-            events.send(("progress", last, detectors, time.perf_counter() - t0))
-        except OSError:  # the service is gone
-            break
+        if runs:
+            last = runs[-1].seq
+        # Time-bounded decisions: after every chunk, so a backlog does not hold them up.
+        due = _poll(engine)
+        if due:
+            detectors.extend(a.detector for a in store.add_alerts(due, last))
+        if runs or detectors:
+            try:
+                events.send(("progress", last, detectors, time.perf_counter() - t0))
+            except OSError:  # the service is gone
+                break
+        if not runs:
+            return last
     return last
