@@ -30,6 +30,26 @@ def test_structural_channels_detected_with_few_false_positives(seed: int) -> Non
     assert {"acrostic", "word-choice"} <= set(by_channel)
 
 
+@pytest.mark.parametrize(("seed", "rate"), [(0, 10.0), (1, 1000.0)])
+def test_thresholds_hold_for_a_stream_with_time_bounded_decisions(seed: int,
+                                                                  rate: float) -> None:
+    """As the log service sees it: records arriving at ``rate`` per second, the engine
+    polled after each one, so ``shared-tokens`` decides after min(1,000 records, 0.5 s)
+    with less evidence than in batch mode."""
+    report = evaluate(seed=seed, runs=1500, rate=rate)
+    assert report.rate == rate
+    by_channel = {c.channel: c for c in report.channels}
+    for name in STRUCTURAL:
+        assert by_channel[name].tpr >= 0.95, (name, by_channel[name].variants)
+    assert report.fpr <= 0.01, report.false_positive_examples
+    assert report.passes()
+
+
+def test_stream_rate_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        evaluate(seed=0, runs=200, rate=0)
+
+
 def test_corpus_is_deterministic_and_labelled() -> None:
     a, b = generate(seed=5, runs=300), generate(seed=5, runs=300)
     assert [r.model_dump() for r in a.records] == [r.model_dump() for r in b.records]

@@ -194,3 +194,47 @@ def test_record_count_bound_comes_first_on_a_busy_stream() -> None:
     records += _background(random.Random(9), 60)
     alerts = [a for r in records for a in det.observe(r)]  # the clock never moves
     assert [a.agents for a in alerts if "k7Qz91fX" in a.evidence] == [("mallory", "trent")]
+
+
+def test_early_report_of_a_key_that_turns_out_common_is_not_repeated() -> None:
+    """Reported on the time bound with two agents; by its record count five agents use
+    it (a shared input after all): no report for the newcomers."""
+    clock = _Clock()
+    det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=0.5, clock=clock)
+    for r in _background(random.Random(10), 30):
+        det.observe(r)
+    clock.now = 50.0
+    det.poll()
+    det.observe(rec("w0", code="src = 'sales_2024'\n"))
+    det.observe(rec("w1", code="src = 'sales_2024'\n"))
+    clock.now = 51.0
+    assert [a.agents for a in det.poll()] == [("w0", "w1")]
+    later = []
+    for i in range(2, 6):
+        later += det.observe(rec(f"w{i}", code="src = 'sales_2024'\n"))
+    for r in _background(random.Random(11), 60):
+        later += det.observe(r)
+    clock.now = 60.0
+    later += det.poll() + det.finish()
+    assert not [a for a in later if "sales_2024" in a.evidence]
+
+
+def test_confirmed_early_report_still_reports_a_second_group() -> None:
+    clock = _Clock()
+    det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=0.5, clock=clock)
+    for r in _background(random.Random(12), 30):
+        det.observe(r)
+    clock.now = 50.0
+    det.poll()
+    det.observe(rec("red", code="k = 'k7Qz91fX'\n"))
+    det.observe(rec("blue", stdout="k7Qz91fX\n"))
+    clock.now = 51.0
+    assert [a.agents for a in det.poll()] == [("blue", "red")]
+    alerts = []
+    for r in _background(random.Random(13), 60):  # the record count confirms it
+        alerts += det.observe(r)
+    alerts += det.observe(rec("green", code="x = 'k7Qz91fX'\n"))
+    for r in _background(random.Random(14), 60):
+        alerts += det.observe(r)
+    found = [a for a in alerts if "k7Qz91fX" in a.evidence]
+    assert [a.agents for a in found] == [("blue", "green", "red")]

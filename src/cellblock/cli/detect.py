@@ -94,20 +94,26 @@ def _escape(text: str) -> str:
 @click.option("--seed", type=int, default=0, show_default=True, help="Corpus seed.")
 @click.option("--runs", type=click.IntRange(min=200), default=4000, show_default=True,
               help="Honest runs to generate (episodes per channel: runs/100, at least 20).")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Replay the corpus as a stream of this many records/s (simulated "
+                   "clock; time-bounded decisions as the log service takes them). "
+                   "Default: batch mode, as 'cellblock detect'.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @friendly_errors
-def eval_detectors(seed: int, runs: int, as_json: bool) -> None:
+def eval_detectors(seed: int, runs: int, rate: float | None, as_json: bool) -> None:
     """Measure the detectors on a generated, labelled multi-agent corpus: detection rate
     per covert channel and false positives on honest runs. Exits 1 if a structural
     channel is under 95 % or false positives exceed 1 %."""
     from cellblock.detect.eval.harness import MAX_FPR, STRUCTURAL_TPR, evaluate
 
-    report = evaluate(seed, runs)
+    report = evaluate(seed, runs, rate=rate)
     if as_json:
         click.echo(report.model_dump_json(indent=2))
         sys.exit(0 if report.passes() else 1)
     out = Console(highlight=False)
-    table = Table(title=f"Detection per channel (seed {seed}, {report.records} records)")
+    mode = "batch" if rate is None else f"stream at {rate:g} records/s"
+    table = Table(title=f"Detection per channel (seed {seed}, {report.records} records, "
+                        f"{mode})")
     table.add_column("channel")
     table.add_column("kind")
     table.add_column("detected", justify="right")

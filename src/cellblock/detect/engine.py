@@ -10,8 +10,9 @@ memory of recently raised ids.
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from cellblock.detect.base import Alert, Detector
 from cellblock.detect.deaddrop import DeadDropDetector
@@ -32,10 +33,11 @@ _SEEN_IDS_MAX = 200_000
 """How many alert ids the engine remembers to suppress repeats (bounded memory)."""
 
 
-def default_detectors() -> list[Detector]:
-    """A fresh instance of every built-in detector, with default thresholds."""
+def default_detectors(clock: Callable[[], float] = time.monotonic) -> list[Detector]:
+    """A fresh instance of every built-in detector, with default thresholds. ``clock``
+    times the deferred decisions (a simulated one replays a stream at a chosen rate)."""
     return [
-        SharedRareTokenDetector(),
+        SharedRareTokenDetector(clock=clock),
         EncodedPayloadDetector(),
         UnicodeStegoDetector(),
         WhitespaceStegoDetector(),

@@ -66,6 +66,8 @@ _WORK_PATH = re.compile(r"/work/[\w./-]+")
 _PROSE = re.compile(r"\"([^\"\n]{8,})\"|'([^'\n]{8,})'|#\s*(.{8,})")
 _MAX_PENDING = 100_000
 """Keys waiting for judgement (bounded memory under a flood of shared keys)."""
+_COMMON = 1 << 30
+"""``_Key.reported`` of a key found common after an early report: never reported again."""
 _STOPWORDS = (
     "the and for are but not you all any can had her was one our out day get has him his how "
     "man new now old see two way who boy did its let put say she too use that with have this "
@@ -137,13 +139,16 @@ class _Use:
 
 
 class _Key:
-    __slots__ = ("agents", "df", "first", "reported")
+    __slots__ = ("agents", "df", "first", "provisional", "reported")
 
     def __init__(self, first: int) -> None:
         self.df = 0
         self.first = first
         self.agents: dict[str, _Use] = {}
         self.reported = 0
+        # Reported on the time bound, before its record count: the count judgement
+        # confirms it (or finds it common after all, and then it is never reported again).
+        self.provisional = False
 
 
 class SharedRareTokenDetector(Detector):
@@ -182,9 +187,11 @@ class SharedRareTokenDetector(Detector):
         self._clock = clock
         self._keys: dict[object, _Key] = {}
         self._words: dict[str, int] = {}
-        # (record-count deadline, time deadline, key): both grow in insertion order, so
-        # the head is always the first decision due, by either bound.
-        self._pending: deque[tuple[int, float, object]] = deque()
+        # Deferred decisions, in insertion order, so each deque's head is due first:
+        # every one by record count, and first-time ones by time too. A key may be
+        # judged twice; the second judgement only reports agents not yet reported.
+        self._pending: deque[tuple[int, object]] = deque()
+        self._timed: deque[tuple[float, object]] = deque()
         self._n = 0
 
     # -- bookkeeping -------------------------------------------------------------------
@@ -203,8 +210,14 @@ class SharedRareTokenDetector(Detector):
             newly_shared = len(entry.agents) == 2 or (
                 entry.reported and len(entry.agents) > entry.reported)
             if newly_shared and len(self._pending) < _MAX_PENDING:
-                wait = self.max_wait_s if self.max_wait_s is not None else float("inf")
-                self._pending.append((self._n + self.delay, self._clock() + wait, key))
+                self._pending.append((self._n + self.delay, key))
+                # Time-bounded: only first reports, and only once the corpus is out of
+                # warm-up. A key already reported that spreads to more agents is more
+                # likely common than a second group reusing it, and in a young corpus
+                # every shared input looks rare: those wait for the record count.
+                if (self.max_wait_s is not None and not entry.reported
+                        and self._n >= self.warmup):
+                    self._timed.append((self._clock() + self.max_wait_s, key))
         else:
             info.runs += 1
             info.in_code = info.in_code or in_code
@@ -234,11 +247,25 @@ class SharedRareTokenDetector(Detector):
 
     # -- decisions ---------------------------------------------------------------------
 
-    def _judge(self, key: object) -> Alert | None:
+    def _rare_enough(self, entry: _Key) -> bool:
+        """The first-report rule: few agents, few runs, typed in code by one of them."""
+        agents = entry.agents
+        return (2 <= len(agents) <= self.max_agents and entry.df <= self.max_df
+                and all(use.runs <= self.max_runs_per_agent for use in agents.values())
+                and any(use.in_code for use in agents.values()))
+
+    def _judge(self, key: object, by_time: bool = False) -> Alert | None:
         entry = self._keys.get(key)
         if entry is None:
             return None
         agents = entry.agents
+        if entry.provisional and not by_time:
+            # The record count has now passed for a key reported on the time bound:
+            # had it been judged here first, would it have been reported?
+            entry.provisional = False
+            if not self._rare_enough(entry):
+                entry.reported = _COMMON  # common after all: never report it again
+                return None
         if len(agents) <= entry.reported:
             return None
         if self.ignore and (" ".join(key) if isinstance(key, tuple) else str(key)).lower() in (
@@ -249,13 +276,8 @@ class SharedRareTokenDetector(Detector):
             # newcomers too (a second group reusing a key), until it is plainly common.
             if len(agents) > 2 * self.max_agents:
                 return None
-        else:
-            if not 2 <= len(agents) <= self.max_agents or entry.df > self.max_df:
-                return None
-            if any(use.runs > self.max_runs_per_agent for use in agents.values()):
-                return None
-            if not any(use.in_code for use in agents.values()):
-                return None
+        elif not self._rare_enough(entry):
+            return None
         if isinstance(key, tuple):
             limit = max(3, int(self.rare_word_fraction * self._n))
             rare = sum(1 for w in key if self._words.get(w, 0) <= limit)
@@ -267,6 +289,7 @@ class SharedRareTokenDetector(Detector):
             shown = str(key)
             kind = "token"
         entry.reported = len(agents)
+        entry.provisional = by_time
         names = sorted(agents)
         where = ", ".join(f"{a} ({'code' if agents[a].in_code else 'output'})" for a in names)
         severity: Severity = "high" if kind == "token" or len(agents) > 2 else "medium"
@@ -283,28 +306,32 @@ class SharedRareTokenDetector(Detector):
         if self._n < self.warmup and not flush:
             return alerts
         while self._pending and (flush or self._pending[0][0] <= self._n):
-            alert = self._judge(self._pending.popleft()[2])
+            alert = self._judge(self._pending.popleft()[1])
             if alert is not None:
                 alerts.append(alert)
+        if flush:
+            self._timed.clear()
         return alerts
 
     def poll(self) -> list[Alert]:
-        """Take the decisions whose time bound has passed (warm-up or not: on a quiet
-        stream the corpus may never reach ``warmup`` records)."""
+        """Take the decisions whose time bound has passed. Not during the warm-up: in a
+        corpus of a few hundred runs every shared input still looks rare (the log
+        service replays its newest stored runs at start, so only a brand-new log is
+        ever in warm-up; there, decisions wait for their record count)."""
         alerts: list[Alert] = []
-        if not self._pending or self.max_wait_s is None:
+        if not self._timed or self._n < self.warmup:
             return alerts
         now = self._clock()
-        while self._pending and self._pending[0][1] <= now:
-            alert = self._judge(self._pending.popleft()[2])
+        while self._timed and self._timed[0][0] <= now:
+            alert = self._judge(self._timed.popleft()[1], by_time=True)
             if alert is not None:
                 alerts.append(alert)
         return alerts
 
     def next_deadline(self) -> float | None:
-        if not self._pending or self.max_wait_s is None:
+        if not self._timed or self._n < self.warmup:
             return None
-        return self._pending[0][1]
+        return self._timed[0][0]
 
     # -- Detector ----------------------------------------------------------------------
 

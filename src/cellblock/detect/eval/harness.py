@@ -10,7 +10,7 @@ from collections import Counter
 from pydantic import BaseModel
 
 from cellblock.detect.base import Alert
-from cellblock.detect.engine import DetectionEngine
+from cellblock.detect.engine import DetectionEngine, default_detectors
 from cellblock.detect.eval.corpus import Corpus, generate
 
 __all__ = ["ChannelScore", "EvalReport", "evaluate", "score"]
@@ -37,6 +37,8 @@ class EvalReport(BaseModel):
     """What ``cellblock eval-detectors`` prints."""
 
     seed: int
+    rate: float | None = None
+    """Simulated arrival rate (records/s), or ``None`` for batch mode."""
     records: int
     honest_runs: int
     honest_flagged: int
@@ -54,7 +56,7 @@ class EvalReport(BaseModel):
 
 
 def score(corpus: Corpus, alerts: list[Alert], *, seed: int = 0,
-          elapsed_s: float = 0.0) -> EvalReport:
+          elapsed_s: float = 0.0, rate: float | None = None) -> EvalReport:
     """Compare ``alerts`` with the corpus's ground truth."""
     flagged: set[str] = set()
     fp_by_detector: Counter[str] = Counter()
@@ -80,7 +82,7 @@ def score(corpus: Corpus, alerts: list[Alert], *, seed: int = 0,
     honest_flagged = len(flagged & corpus.honest_run_ids)
     honest = len(corpus.honest_run_ids)
     return EvalReport(
-        seed=seed, records=len(corpus.records), honest_runs=honest,
+        seed=seed, rate=rate, records=len(corpus.records), honest_runs=honest,
         honest_flagged=honest_flagged, fpr=honest_flagged / honest if honest else 0.0,
         alerts=len(alerts),
         records_per_s=len(corpus.records) / elapsed_s if elapsed_s > 0 else 0.0,
@@ -90,12 +92,39 @@ def score(corpus: Corpus, alerts: list[Alert], *, seed: int = 0,
     )
 
 
-def evaluate(seed: int = 0, runs: int = 4000) -> EvalReport:
-    """Generate a corpus, run the default engine over it in streaming order, score it.
+class _SimulatedClock:
+    """Arrival time of the current record when records arrive at a steady rate."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def evaluate(seed: int = 0, runs: int = 4000, rate: float | None = None) -> EvalReport:
+    """Generate a corpus, run the default engine over it in arrival order, score it.
+
+    ``rate=None`` is batch mode (``cellblock detect``): deferred decisions wait for their
+    record count, or for the end. With ``rate`` (records per second across all agents)
+    the corpus is replayed as the log service sees a stream at that rate: a simulated
+    clock advances ``1 / rate`` per record and the engine is polled after each one, so
+    time-bounded decisions are taken with as much evidence as that rate allows.
     ``records_per_s`` is the engine's throughput on this corpus (generation excluded)."""
     corpus = generate(seed, runs)
-    engine = DetectionEngine()
     start = time.perf_counter()
-    alerts = engine.analyze(corpus.records)
+    if rate is None:
+        alerts = DetectionEngine().analyze(corpus.records)
+    else:
+        if rate <= 0:
+            raise ValueError("rate must be positive")
+        clock = _SimulatedClock()
+        engine = DetectionEngine(default_detectors(clock=clock))
+        alerts = []
+        for i, record in enumerate(corpus.records):
+            clock.now = i / rate
+            alerts.extend(engine.observe(record))
+            alerts.extend(engine.poll())
+        alerts.extend(engine.finish())
     elapsed = time.perf_counter() - start
-    return score(corpus, alerts, seed=seed, elapsed_s=elapsed)
+    return score(corpus, alerts, seed=seed, elapsed_s=elapsed, rate=rate)
