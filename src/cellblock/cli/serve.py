@@ -19,8 +19,14 @@ __all__ = ["serve"]
               help="SQLAlchemy URL or SQLite path [default: <cellblock home>/runs.db; "
                    "env CELLBLOCK_DB_URL]. PostgreSQL: postgresql://user@host/db")
 @click.option("--token", default=None, envvar="CELLBLOCK_SERVE_TOKEN",
-              help="Bearer token required to POST runs [env CELLBLOCK_SERVE_TOKEN; the "
-                   "variable keeps it out of `ps`].")
+              help="Token required on every endpoint but /healthz: `Authorization: Bearer "
+                   "<token>`, or Basic auth with any user and the token as password (the "
+                   "dashboard in a browser) [env CELLBLOCK_SERVE_TOKEN; the variable keeps "
+                   "it out of `ps`]. Without it (loopback only) everything is open.")
+@click.option("--read-token", default=None, envvar="CELLBLOCK_SERVE_READ_TOKEN",
+              help="Optional second token for reading only (GET: API, /metrics, "
+                   "dashboard); it cannot POST runs. Needs --token "
+                   "[env CELLBLOCK_SERVE_READ_TOKEN].")
 @click.option("--warm-runs", default=10_000, show_default=True, type=click.IntRange(0),
               help="Newest stored runs replayed into the detectors at start.")
 @click.option("--detection", default="process", show_default=True,
@@ -30,12 +36,13 @@ __all__ = ["serve"]
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
 @friendly_errors
-def _serve(*, host: str, port: int, db_url: str | None, token: str | None, warm_runs: int,
-           detection: str, log_level: str) -> None:
+def _serve(*, host: str, port: int, db_url: str | None, token: str | None,
+           read_token: str | None, warm_runs: int, detection: str, log_level: str) -> None:
     """Run the log service: POST /v1/runs, GET /v1/runs and /v1/alerts, /metrics,
-    /healthz, and the dashboard at /."""
+    /healthz, and the dashboard at /. With --token, all but /healthz require it."""
     settings = ServerSettings(host=host, port=port, db_url=db_url, token=token or None,
-                              warm_runs=warm_runs, detection=detection)
+                              read_token=read_token or None, warm_runs=warm_runs,
+                              detection=detection)
     try:
         import uvicorn
 
@@ -48,7 +55,8 @@ def _serve(*, host: str, port: int, db_url: str | None, token: str | None, warm_
     Console(stderr=True).print(
         f"cellblock log service on http://{shown}:{port} "
         f"(store: {app.state.store.engine.url.render_as_string(hide_password=True)}, "
-        f"ingestion {'token required' if token else 'open on loopback'})")
+        f"{'token required on all but /healthz' if settings.token else 'open on loopback'}"
+        f"{', read-only token accepted on GET' if settings.read_token else ''})")
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
 
 

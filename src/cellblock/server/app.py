@@ -2,16 +2,26 @@
 
 ``create_app(settings)`` opens (and migrates) the store, warms the detectors up with the
 newest stored runs and returns a FastAPI app; ``cellblock serve`` runs it with uvicorn.
+
+Access (one middleware, :class:`RequireToken`, in front of every route): with
+``settings.token`` set, every request but ``GET /healthz`` must carry it, as
+``Authorization: Bearer <token>`` or as HTTP Basic auth with any user name and the token
+as password (so a browser can open the dashboard). ``settings.read_token``, if set, is
+accepted on ``GET``/``HEAD`` requests only. Without a token (allowed on loopback only)
+everything is open, as it always was.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import hmac
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -21,6 +31,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cellblock.errors import PolicyError
 from cellblock.logs.record import RunRecord
@@ -37,9 +49,125 @@ from cellblock.server.render import alert_needles, highlight, visible
 from cellblock.server.service import IngestResult, IngestService
 from cellblock.server.settings import ServerSettings
 
-__all__ = ["RunBatch", "create_app"]
+__all__ = ["Credentials", "RequireToken", "RunBatch", "create_app"]
 
 _TEMPLATES = Path(__file__).parent / "templates"
+
+Access = Literal["write", "read"]
+_READ_METHODS = frozenset({"GET", "HEAD"})
+_API_PATHS = ("/v1/", "/metrics", "/openapi.json", "/healthz")
+
+
+class Credentials:
+    """The configured tokens, and the check of an ``Authorization`` header against them.
+
+    Accepted forms: ``Bearer <token>`` and ``Basic base64(<any user>:<token>)`` (scheme
+    names are case-insensitive). Tokens are compared as SHA-256 digests with
+    :func:`hmac.compare_digest`, so the time taken reveals neither the token nor its
+    length; both tokens are always compared.
+    """
+
+    def __init__(self, token: str | None, read_token: str | None = None) -> None:
+        self._write = _digest(token.encode()) if token else None
+        self._read = _digest(read_token.encode()) if read_token else None
+
+    @property
+    def required(self) -> bool:
+        """False when no token is configured: then every request is granted ``write``."""
+        return self._write is not None
+
+    def grant(self, authorization: str | None) -> Access | None:
+        """``"write"`` for the token, ``"read"`` for the read token, else ``None``."""
+        if self._write is None:
+            return "write"
+        given = _presented_secret(authorization or "")
+        if given is None:
+            return None
+        digest = _digest(given)
+        write = hmac.compare_digest(digest, self._write)
+        read = self._read is not None and hmac.compare_digest(digest, self._read)
+        return "write" if write else "read" if read else None
+
+
+def _digest(secret: bytes) -> bytes:
+    return hashlib.sha256(secret).digest()
+
+
+def _presented_secret(authorization: str) -> bytes | None:
+    """The token in a Bearer or Basic ``Authorization`` value, as the bytes sent."""
+    scheme, _, param = authorization.strip().partition(" ")
+    param = param.strip()
+    if not param:
+        return None
+    raw = param.encode("latin-1", "replace")  # Starlette decoded the header as latin-1
+    if scheme.lower() == "bearer":
+        return raw
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        _user, colon, password = decoded.partition(b":")
+        return password if colon else None
+    return None
+
+
+class RequireToken:
+    """ASGI middleware: refuses requests without an accepted credential.
+
+    Open: ``GET``/``HEAD /healthz``, and everything when no token is configured. Reads
+    (``GET``, ``HEAD``) take the token or the read token, anything else only the token.
+    Refusals never echo what was sent: 401 (none or a wrong one) with
+    ``WWW-Authenticate: Bearer`` on the API (``/v1/…``, ``/metrics``, ``/openapi.json``)
+    and ``Basic realm="cellblock"`` elsewhere (the dashboard, so a browser asks for it);
+    403 when the read token is used to write.
+    """
+
+    def __init__(self, app: ASGIApp, credentials: Credentials) -> None:
+        self.app = app
+        self.credentials = credentials
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or not self.credentials.required:
+            await self.app(scope, receive, send)
+            return
+        path = _route_path(scope)
+        method = scope.get("method", "GET") if scope["type"] == "http" else "WEBSOCKET"
+        if method in _READ_METHODS and path == "/healthz":
+            await self.app(scope, receive, send)
+            return
+        granted = self.credentials.grant(Headers(scope=scope).get("authorization"))
+        if granted == "write" or (granted == "read" and method in _READ_METHODS):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        response: Response
+        if granted == "read":
+            response = JSONResponse({"detail": "the read-only token cannot write"},
+                                    status_code=403)
+        elif path.startswith(_API_PATHS):
+            response = JSONResponse({"detail": "missing or wrong token"}, status_code=401,
+                                    headers={"WWW-Authenticate": "Bearer"})
+        else:
+            response = HTMLResponse(
+                _UNAUTHORISED_PAGE, status_code=401,
+                headers={"WWW-Authenticate": 'Basic realm="cellblock", charset="UTF-8"'})
+        await response(scope, receive, send)
+
+
+_UNAUTHORISED_PAGE = (
+    "<!doctype html><title>cellblock: sign in</title><p>This cellblock log service needs "
+    "its token: sign in with any user name and the token as password.</p>\n")
+
+
+def _route_path(scope: Scope) -> str:
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root):
+        return path[len(root):] or "/"
+    return path
 
 
 class RunBatch(BaseModel):
@@ -63,8 +191,11 @@ def create_app(
 ) -> FastAPI:
     """Build the service.
 
+    Every endpoint but ``GET /healthz`` requires ``settings.token`` when one is set
+    (``settings.read_token`` is enough for ``GET``); with no token, everything is open.
+
     Args:
-        settings: Listening address (for the token rule), database, token, limits.
+        settings: Listening address (for the token rule), database, tokens, limits.
         engine_factory: Builds a fresh detection engine (tests pass a fake); defaults to
             :class:`cellblock.detect.engine.DetectionEngine` with every built-in detector.
             With ``detection="process"`` it is called in the forked worker.
@@ -103,22 +234,14 @@ def create_app(
     env.filters["visible"] = visible
     env.filters["ts"] = _short_ts
     templates = Jinja2Templates(env=env)
-    expected = ("Bearer " + settings.token).encode() if settings.token else None
-
-    def authorised(request: Request) -> bool:
-        if expected is None:
-            return True
-        given = request.headers.get("authorization", "").encode()
-        return hmac.compare_digest(given, expected)
+    credentials = Credentials(settings.token, settings.read_token)
+    app.add_middleware(RequireToken, credentials=credentials)
 
     # -- API ---------------------------------------------------------------------------
 
     @app.post("/v1/runs", response_model=IngestResult)
     async def ingest(request: Request) -> Any:
         """Store a batch of run records (idempotent by run_id) and run detection."""
-        if not authorised(request):
-            return JSONResponse({"detail": "missing or wrong bearer token"}, status_code=401,
-                                headers={"WWW-Authenticate": "Bearer"})
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > settings.max_body_bytes:
             return JSONResponse({"detail": "batch too large"}, status_code=413)
@@ -165,7 +288,10 @@ def create_app(
         return {"agents": [a.model_dump() for a in store.agents()]}
 
     @app.get("/healthz")
-    def health() -> JSONResponse:
+    def health(request: Request) -> JSONResponse:
+        """Liveness and progress; open to all. Without a credential (when one is
+        required) it shows counts and seqs only; ``head_hash`` and the detection mode
+        are added for a caller the token check would let in."""
         try:
             seq, digest = store.head()
         except SQLAlchemyError:
@@ -174,11 +300,13 @@ def create_app(
         detected = detection.detected_seq()
         metrics.detected_seq.set(detected)
         body: dict[str, Any] = {
-            "status": "ok", "head_seq": seq, "head_hash": digest, "detected_seq": detected,
-            "detection": settings.detection, "warmed_runs": detection.warmed,
+            "status": "ok", "head_seq": seq, "detected_seq": detected,
+            "warmed_runs": detection.warmed,
         }
         if isinstance(detection, ProcessDetection):
             body["worker_seqs"] = detection.worker_seqs()
+        if credentials.grant(request.headers.get("authorization")) is not None:
+            body.update({"head_hash": digest, "detection": settings.detection})
         return JSONResponse(body)
 
     @app.get("/metrics")
