@@ -193,9 +193,26 @@ def _pair(clock: _FakeClock, det: NearDuplicateCodeDetector, t: float, name: str
     assert det.observe(rec(f"{name}b", code=code)) == []
 
 
+def _mature(det: NearDuplicateCodeDetector) -> None:
+    """Feed short (ignored) runs until the time bound applies: warm-up plus one delay."""
+    for i in range(det.warmup + det.delay):
+        assert det.observe(rec("filler", code=f"print({i})")) == []
+
+
+def test_no_time_bound_while_the_window_is_young() -> None:
+    clock = _FakeClock()
+    det = NearDuplicateCodeDetector(clock=clock, warmup=5, delay=20)
+    _pair(clock, det, 1.0, "p")
+    assert det.next_deadline() is None
+    clock.now = 100.0
+    assert det.poll() == []
+    assert [a.agents for a in det.finish()] == [("pa", "pb")]
+
+
 def test_poll_reports_once_the_time_bound_has_passed() -> None:
     clock = _FakeClock()
-    det = NearDuplicateCodeDetector(clock=clock)  # warm-up 500, delay 1000 records
+    det = NearDuplicateCodeDetector(clock=clock, warmup=5, delay=20)
+    _mature(det)
     _pair(clock, det, 10.0, "p")
     assert det.poll() == []  # not due yet
     clock.now = 10.49
@@ -209,7 +226,8 @@ def test_poll_reports_once_the_time_bound_has_passed() -> None:
 
 def test_without_a_time_bound_poll_never_decides() -> None:
     clock = _FakeClock()
-    det = NearDuplicateCodeDetector(clock=clock, max_wait_s=None)
+    det = NearDuplicateCodeDetector(clock=clock, max_wait_s=None, warmup=5, delay=20)
+    _mature(det)
     _pair(clock, det, 1.0, "p")
     clock.now = 1e9
     assert det.poll() == []
@@ -219,7 +237,8 @@ def test_without_a_time_bound_poll_never_decides() -> None:
 
 def test_next_deadline_is_the_oldest_pending_decision() -> None:
     clock = _FakeClock()
-    det = NearDuplicateCodeDetector(clock=clock, max_wait_s=0.5)
+    det = NearDuplicateCodeDetector(clock=clock, max_wait_s=0.5, warmup=5, delay=20)
+    _mature(det)
     assert det.next_deadline() is None
     clock.now = 1.0
     det.observe(rec("u", code=UNRELATED))
@@ -239,6 +258,7 @@ def test_next_deadline_is_the_oldest_pending_decision() -> None:
 def test_record_count_still_decides_before_the_time_bound() -> None:
     clock = _FakeClock()
     det = NearDuplicateCodeDetector(clock=clock, warmup=0, delay=3)
+    _mature(det)
     _pair(clock, det, 5.0, "p")
     assert det.next_deadline() == pytest.approx(5.5)
     alerts = []

@@ -143,7 +143,7 @@ def test_time_bound_decides_on_a_quiet_stream() -> None:
     clock = _Clock()
     det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=0.5, clock=clock)
     rng = random.Random(5)
-    for r in _background(rng, 30):
+    for r in _background(rng, 70):  # time bounds apply after warm-up + one delay
         assert det.observe(r) == []
     clock.now = 99.0
     det.poll()  # the background's own shared words are judged here, long before
@@ -165,7 +165,7 @@ def test_time_bound_still_lets_a_common_key_be_common() -> None:
     """Within the time bound, a key that more agents use is judged common, not rare."""
     clock = _Clock()
     det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=0.5, clock=clock)
-    for r in _background(random.Random(6), 30):
+    for r in _background(random.Random(6), 70):
         det.observe(r)
     for i in range(6):  # a task literal every agent uses
         det.observe(rec(f"worker{i}", code="dataset = 'ZEBRA_42'\n"))
@@ -176,7 +176,7 @@ def test_time_bound_still_lets_a_common_key_be_common() -> None:
 def test_without_time_bound_poll_never_decides() -> None:
     clock = _Clock()
     det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=None, clock=clock)
-    for r in _background(random.Random(7), 30):
+    for r in _background(random.Random(7), 70):
         det.observe(r)
     det.observe(rec("mallory", code="tag = 'k7Qz91fX'\n"))
     det.observe(rec("trent", code="marker = 'k7Qz91fX'\n"))
@@ -201,7 +201,7 @@ def test_early_report_of_a_key_that_turns_out_common_is_not_repeated() -> None:
     it (a shared input after all): no report for the newcomers."""
     clock = _Clock()
     det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=0.5, clock=clock)
-    for r in _background(random.Random(10), 30):
+    for r in _background(random.Random(10), 70):
         det.observe(r)
     clock.now = 50.0
     det.poll()
@@ -222,7 +222,7 @@ def test_early_report_of_a_key_that_turns_out_common_is_not_repeated() -> None:
 def test_confirmed_early_report_still_reports_a_second_group() -> None:
     clock = _Clock()
     det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=0.5, clock=clock)
-    for r in _background(random.Random(12), 30):
+    for r in _background(random.Random(12), 70):
         det.observe(r)
     clock.now = 50.0
     det.poll()

@@ -122,11 +122,11 @@ def test_built_in_detectors_raise_alerts(tmp_path: Any, mode: str) -> None:
 def test_deferred_decision_lands_without_more_traffic(tmp_path: Any, mode: str) -> None:
     """``shared-tokens`` defers its judgement (is the key rare?) by up to 1,000 records,
     or by its time bound: on a quiet stream the alert must still arrive, with no further
-    POST to drive it (past the detector's warm-up of 500 runs)."""
+    POST to drive it (once the corpus is mature: warm-up plus one delay, 1,500 runs)."""
     app = create_app(ServerSettings(db_url=str(tmp_path / "q.db"), detection=mode))  # type: ignore[arg-type]
     key = "Zq4x7Kv-918273"
     with TestClient(app) as client:
-        _post(client, [make_record(i) for i in range(1000, 1600)])
+        _post(client, [make_record(i) for i in range(1000, 2600)])
         _post(client, [make_record(100, agent="agent-red", code=f"print('{key}')",
                                    stdout_raw=key + "\n")])
         head = _post(client, [make_record(101, agent="agent-blue",

@@ -3,7 +3,7 @@
 :class:`~cellblock.detect.engine.DetectionEngine` runs every detector over run records as
 they arrive (``observe``/``finish``) or in batch (``analyze``); see docs/detectors.md.
 The engine is imported lazily: the log store imports :mod:`cellblock.detect.base` for the
-Alert model and must not pay for numpy and datasketch on every CLI start.
+Alert model and must not pay for numpy on every CLI start.
 """
 
 from typing import TYPE_CHECKING, Any

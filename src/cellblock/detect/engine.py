@@ -45,7 +45,7 @@ def default_detectors(clock: Callable[[], float] = time.monotonic) -> list[Detec
         DurationSignalDetector(),
         DeadDropDetector(),
         RepeatedViolationDetector(),
-        NearDuplicateCodeDetector(),
+        NearDuplicateCodeDetector(clock=clock),
     ]
 
 

@@ -129,7 +129,9 @@ def _first_line(code: str) -> str:
 
 
 class _Pending(NamedTuple):
-    """A deferred decision: judge ``run_id`` at record ``due_n`` or at time ``due_at``."""
+    """A deferred decision: judge ``run_id`` at record ``due_n`` or (when it is also in
+    the timed queue) at time ``due_at``, whichever comes first; judging twice is harmless
+    (a group is reported once)."""
 
     due_n: int
     due_at: float
@@ -200,7 +202,10 @@ class NearDuplicateCodeDetector(Detector):
         """run id -> (agent id, slot), oldest first."""
         # Deferred decisions, FIFO: both deadlines grow with insertion order, so the head
         # is always the first due.
+        # Every deferred decision, by record count; those made after the warm-up also
+        # by time. Both queues are in insertion order, so each head is due first.
         self._pending: deque[_Pending] = deque()
+        self._timed: deque[_Pending] = deque()
         self._reported: set[frozenset[str]] = set()
         self._n = 0
 
@@ -298,6 +303,11 @@ class NearDuplicateCodeDetector(Detector):
             alert = self._judge(self._pending.popleft())
             if alert is not None:
                 alerts.append(alert)
+        if flush:
+            self._timed.clear()
+        # Decided by count already: no reason to wake up for them.
+        while self._timed and self._timed[0].due_n <= self._n:
+            self._timed.popleft()
         return alerts
 
     # -- Detector ----------------------------------------------------------------------
@@ -318,10 +328,17 @@ class NearDuplicateCodeDetector(Detector):
             self._valid[slot] = True
             if (near and len(self._pending) < _MAX_PENDING
                     and any(self._index[k][0] != record.agent_id for k in near)):
-                due_at = (math.inf if self.max_wait_s is None
-                          else self._clock() + self.max_wait_s)
-                self._pending.append(_Pending(self._n + self.delay, due_at, run_id,
-                                              _first_line(code)))
+                # Time-bounded only once the window is mature (warm-up plus one delay):
+                # in a young window every shared snippet looks unusual. The log service
+                # replays its newest runs at start, so only a brand-new log is young.
+                timed = self.max_wait_s is not None and self._n >= self.warmup + self.delay
+                due_at = math.inf
+                if timed and self.max_wait_s is not None:
+                    due_at = self._clock() + self.max_wait_s
+                pending = _Pending(self._n + self.delay, due_at, run_id, _first_line(code))
+                self._pending.append(pending)
+                if timed:
+                    self._timed.append(pending)
         return self._due(flush=False) if self._pending else []
 
     def _insert(self, run_id: str, sig: U32, cap: int) -> set[str] | None:
@@ -364,22 +381,20 @@ class NearDuplicateCodeDetector(Detector):
         self._free.append(slot)
 
     def poll(self) -> list[Alert]:
-        """Take the deferred decisions whose time bound has passed (warm-up or not: the
-        time bound is what keeps a quiet stream's alerts prompt)."""
+        """Take the deferred decisions whose time bound has passed (those made once the
+        window was mature; the others wait for their record count)."""
         alerts: list[Alert] = []
-        if self.max_wait_s is None or not self._pending:
+        if not self._timed:
             return alerts
         now = self._clock()
-        while self._pending and self._pending[0].due_at <= now:
-            alert = self._judge(self._pending.popleft())
+        while self._timed and self._timed[0].due_at <= now:
+            alert = self._judge(self._timed.popleft())
             if alert is not None:
                 alerts.append(alert)
         return alerts
 
     def next_deadline(self) -> float | None:
-        if self.max_wait_s is None or not self._pending:
-            return None
-        return self._pending[0].due_at
+        return self._timed[0].due_at if self._timed else None
 
     def finish(self) -> list[Alert]:
         return self._due(flush=True)

@@ -191,7 +191,7 @@ class SharedRareTokenDetector(Detector):
         # every one by record count, and first-time ones by time too. A key may be
         # judged twice; the second judgement only reports agents not yet reported.
         self._pending: deque[tuple[int, object]] = deque()
-        self._timed: deque[tuple[float, object]] = deque()
+        self._timed: deque[tuple[float, int, object]] = deque()
         self._n = 0
 
     # -- bookkeeping -------------------------------------------------------------------
@@ -211,13 +211,14 @@ class SharedRareTokenDetector(Detector):
                 entry.reported and len(entry.agents) > entry.reported)
             if newly_shared and len(self._pending) < _MAX_PENDING:
                 self._pending.append((self._n + self.delay, key))
-                # Time-bounded: only first reports, and only once the corpus is out of
-                # warm-up. A key already reported that spreads to more agents is more
-                # likely common than a second group reusing it, and in a young corpus
-                # every shared input looks rare: those wait for the record count.
+                # Time-bounded: only first reports, and only once the corpus is mature
+                # (warm-up plus one delay). A key already reported that spreads to more
+                # agents is more likely common than a second group reusing it, and in a
+                # young corpus every shared input looks rare: those wait for the count.
                 if (self.max_wait_s is not None and not entry.reported
-                        and self._n >= self.warmup):
-                    self._timed.append((self._clock() + self.max_wait_s, key))
+                        and self._n >= self.warmup + self.delay):
+                    self._timed.append((self._clock() + self.max_wait_s,
+                                        self._n + self.delay, key))
         else:
             info.runs += 1
             info.in_code = info.in_code or in_code
@@ -311,25 +312,29 @@ class SharedRareTokenDetector(Detector):
                 alerts.append(alert)
         if flush:
             self._timed.clear()
+        # Decided by count already: no reason to wake up for them.
+        while self._timed and self._timed[0][1] <= self._n:
+            self._timed.popleft()
         return alerts
 
     def poll(self) -> list[Alert]:
-        """Take the decisions whose time bound has passed. Not during the warm-up: in a
-        corpus of a few hundred runs every shared input still looks rare (the log
-        service replays its newest stored runs at start, so only a brand-new log is
-        ever in warm-up; there, decisions wait for their record count)."""
+        """Take the decisions whose time bound has passed. Only keys that became shared
+        once the corpus was mature (``warmup + delay`` records) have one: in a young
+        corpus every shared input still looks rare. The log service replays its newest
+        stored runs at start, so only a brand-new log is young; there, decisions wait
+        for their record count."""
         alerts: list[Alert] = []
-        if not self._timed or self._n < self.warmup:
+        if not self._timed:
             return alerts
         now = self._clock()
         while self._timed and self._timed[0][0] <= now:
-            alert = self._judge(self._timed.popleft()[1], by_time=True)
+            alert = self._judge(self._timed.popleft()[2], by_time=True)
             if alert is not None:
                 alerts.append(alert)
         return alerts
 
     def next_deadline(self) -> float | None:
-        if not self._timed or self._n < self.warmup:
+        if not self._timed:
             return None
         return self._timed[0][0]
 
