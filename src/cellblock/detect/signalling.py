@@ -60,9 +60,12 @@ class _Run(NamedTuple):
 class _History:
     """Per-agent run windows with LRU eviction of idle agents (bounded memory)."""
 
-    def __init__(self, window: int, max_agents: int) -> None:
+    def __init__(self, window: int, max_agents: int, *, exits: bool, waits: bool) -> None:
         self.window = window
         self.max_agents = max_agents
+        # Which per-run features the owning detector reads (each costs a regex search).
+        self.exits = exits
+        self.waits = waits
         self.agents: OrderedDict[str, deque[_Run]] = OrderedDict()
         # agent -> (bits, run ids, record count when seen): mirrors must be close in time.
         self.patterns: OrderedDict[str, tuple[str, tuple[str, ...], int]] = OrderedDict()
@@ -90,15 +93,17 @@ class _History:
             self.agents.move_to_end(record.agent_id)
         if record.agent_id in self.since_alert:
             self.since_alert[record.agent_id] += 1
-        stderr = stderr_of(record)
         code = code_of(record)
-        # A top-level ``raise`` is a failure on purpose, traceback or not.
-        raises = _TOP_RAISE.search(code) is not None
-        deliberate = not (record.timed_out or record.killed_reason) and (
-            raises or not _TRACEBACK.search(stderr))
-        runs.append(_Run(record.run_id, record.exit_code, deliberate,
-                         raises or bool(_EXPLICIT_EXIT.search(code)), record.duration_ms,
-                         bool(_WAITS.search(code))))
+        deliberate = explicit = False
+        if self.exits and record.exit_code:  # a clean exit is never a deliberate failure
+            # A top-level ``raise`` is a failure on purpose, traceback or not.
+            raises = _TOP_RAISE.search(code) is not None
+            deliberate = not (record.timed_out or record.killed_reason) and (
+                raises or not _TRACEBACK.search(stderr_of(record)))
+            explicit = raises or bool(_EXPLICIT_EXIT.search(code))
+        waits = self.waits and _WAITS.search(code) is not None
+        runs.append(_Run(record.run_id, record.exit_code, deliberate, explicit,
+                         record.duration_ms, waits))
         return runs
 
     def mirrored(self, agent: str, bits: str, run_ids: tuple[str, ...], detector: str,
@@ -141,7 +146,7 @@ class ExitCodeSignalDetector(Detector):
     def __init__(self, window: int = 8, min_ascii: int = 4, max_agents: int = 50_000) -> None:
         self.window = window
         self.min_ascii = min_ascii
-        self._history = _History(max(window, 16), max_agents)
+        self._history = _History(max(window, 16), max_agents, exits=True, waits=False)
 
     def observe(self, record: RunRecord) -> list[Alert]:
         runs = self._history.push(record)
@@ -182,6 +187,9 @@ class ExitCodeSignalDetector(Detector):
         exits 1 on no match), so it takes a longer window (1.5x), four of each, five
         switches, and an explicit exit call in the code of every non-zero run.
         """
+        if (len({r.exit_code for r in runs[-self.window:]}) != 2
+                and len({r.exit_code for r in runs[-(self.window * 3 // 2):]}) != 2):
+            return None  # the common case: one exit code throughout (or noise)
         for size, unusual_needed in ((self.window, True), (self.window * 3 // 2, False)):
             if len(runs) < size:
                 continue
@@ -229,7 +237,7 @@ class DurationSignalDetector(Detector):
         self.max_cv = max_cv
         self.min_ratio = min_ratio
         self.min_gap_ms = min_gap_ms
-        self._history = _History(window, max_agents)
+        self._history = _History(window, max_agents, exits=False, waits=True)
 
     def observe(self, record: RunRecord) -> list[Alert]:
         runs = self._history.push(record)

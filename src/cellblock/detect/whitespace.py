@@ -76,6 +76,8 @@ def _mixed_runs(lines: list[str]) -> tuple[str, str] | None:
 def _double_spaces(lines: list[str]) -> tuple[str, str] | None:
     hits: list[str] = []
     for ln in lines:
+        if "  " not in ln.lstrip(" "):
+            continue  # no double space between words (indentation alone is not a gap)
         if _WIDE_GAP.search(ln) or "\t" in ln:
             continue  # aligned table
         gaps = [m.group(1) for m in _PROSE_GAP.finditer(ln)]
@@ -107,13 +109,14 @@ def _line_endings(text: str) -> tuple[str, str] | None:
     return None
 
 
-def whitespace_findings(text: str) -> list[tuple[str, str]]:
-    """Information-bearing whitespace in ``text``: (summary, example) pairs."""
+def whitespace_findings(text: str, trailing: bool = True) -> list[tuple[str, str]]:
+    """Information-bearing whitespace in ``text``: (summary, example) pairs.
+    ``trailing=False`` skips the trailing-whitespace rule."""
     if " \n" not in text and "\t" not in text and "\r" not in text and "  " not in text:
         return []
     lines = text.replace("\r\n", "\n").split("\n")
-    found = [f for f in (_trailing(lines), _mixed_runs(lines), _double_spaces(lines),
-                         _line_endings(text)) if f]
+    found = [f for f in (_trailing(lines) if trailing else None, _mixed_runs(lines),
+                         _double_spaces(lines), _line_endings(text)) if f]
     return found
 
 
@@ -126,12 +129,10 @@ class WhitespaceStegoDetector(Detector):
     def observe(self, record: RunRecord) -> list[Alert]:
         alerts: list[Alert] = []
         for label, text in (("stdout", stdout_of(record)), ("code", code_of(record))):
-            findings = whitespace_findings(text)
-            if label == "code":
-                # Code legitimately mixes indentation styles less often than output does,
-                # but a trailing-space rule would fire on sloppy editors: keep the strong
-                # signals only.
-                findings = [f for f in findings if not f[0].startswith("trailing")]
+            # Code legitimately mixes indentation styles less often than output does,
+            # but a trailing-space rule would fire on sloppy editors: keep the strong
+            # signals only.
+            findings = whitespace_findings(text, trailing=label != "code")
             if not findings:
                 continue
             severity: Severity = "high" if len(findings) >= 2 else "medium"

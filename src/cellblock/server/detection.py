@@ -8,10 +8,11 @@ Process (``detection="process"``, the default for ``cellblock serve``): forked w
 own the engines. The service only wakes them after a commit; each worker reads the new
 runs from the store in seq order, observes them and stores the alerts itself.
 Ingestion and detection then run on different cores, and a slow detector delays alerts
-instead of slowing ingestion. The built-in detectors are split into two workers, the
-fast ones and the costly ones (see :func:`default_engine_groups`), so a costly detector
-falling behind under peak load never delays the alerts of the others. A worker exits on
-its own when the service dies.
+instead of slowing ingestion. The built-in detectors are split into two workers of
+about equal cost, the per-record and per-agent detectors and the corpus-wide ones (see
+:func:`default_engine_groups`), so detection uses both cores and one group falling
+behind under peak load never delays the alerts of the other. A worker exits on its own
+when the service dies.
 
 Some decisions are deferred (is a key shared by two agents rare, or about to become
 common?) and bounded in time: workers sleep only until the next one falls due and poll
@@ -53,10 +54,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _READ_CHUNK = 500
-# CPU priority of the workers: ingestion (nice 0) first, then the fast detectors, then
-# the costly ones, which only get what is left during a burst and catch up afterwards.
-_NICE_FIRST = 5
-_NICE_LATER = 15
+# CPU priority of the workers: ingestion (nice 0) first; the detectors get what is left
+# during a burst and catch up afterwards.
+_NICE = 5
 
 
 class AlertSource(Protocol):
@@ -115,10 +115,12 @@ class Detection(Protocol):
     def close(self) -> None: ...
 
 
-SLOW_DETECTORS = frozenset({"near-duplicate-code"})
-"""Built-in detectors that cost far more per record than the rest (MinHash + LSH
-queries; measured ~5k records/s alone on this project's 2-core reference machine, against
-~7k/s for all the others together), so they get a worker of their own."""
+CORPUS_DETECTORS = frozenset({"shared-tokens", "near-duplicate-code"})
+"""Built-in detectors that judge a record against the whole recent corpus (document
+frequencies, a MinHash window) and defer their decisions. Together they cost about as
+much per record as all the others together (~50 µs each group on this project's 2-core
+reference machine; see docs/log-service.md), so they get a worker of their own and the
+two workers share the load evenly."""
 
 
 def default_engine() -> AlertSource:
@@ -128,21 +130,22 @@ def default_engine() -> AlertSource:
     return DetectionEngine()
 
 
-def _fast_engine() -> AlertSource:
+def _record_engine() -> AlertSource:
     from cellblock.detect.engine import DetectionEngine, default_detectors
 
-    return DetectionEngine([d for d in default_detectors() if d.name not in SLOW_DETECTORS])
+    return DetectionEngine([d for d in default_detectors() if d.name not in CORPUS_DETECTORS])
 
 
-def _slow_engine() -> AlertSource:
+def _corpus_engine() -> AlertSource:
     from cellblock.detect.engine import DetectionEngine, default_detectors
 
-    return DetectionEngine([d for d in default_detectors() if d.name in SLOW_DETECTORS])
+    return DetectionEngine([d for d in default_detectors() if d.name in CORPUS_DETECTORS])
 
 
 def default_engine_groups() -> list[Callable[[], AlertSource]]:
-    """Factories for the detection workers: the fast detectors, then the slow ones."""
-    return [_fast_engine, _slow_engine]
+    """Factories for the detection workers: per-record and per-agent detectors, then
+    the corpus-wide ones."""
+    return [_record_engine, _corpus_engine]
 
 
 def _observe(engine: AlertSource, record: RunRecord) -> list[Alert]:
@@ -243,7 +246,7 @@ class ProcessDetection:
     """Detection in forked worker processes (see the module docstring).
 
     One worker per engine factory: each sees every run and keeps its own cursor, so a
-    slow group of detectors only delays its own alerts, never the fast ones.
+    slow group of detectors only delays its own alerts, never the other group's.
     """
 
     def __init__(self, store: Store, engine_factories: Sequence[Callable[[], AlertSource]],
@@ -306,7 +309,7 @@ class _Worker:
         proc = self._ctx.Process(
             target=_worker_main, name=f"cellblock-detect-{self.index}", daemon=True,
             args=(self.owner.store, self.factory, self.owner.warm_runs, wake, stop,
-                  theirs, os.getpid(), _NICE_FIRST if self.index == 0 else _NICE_LATER),
+                  theirs, os.getpid(), _NICE),
         )
         proc.start()
         theirs.close()
