@@ -8,10 +8,11 @@ a free loopback port, then:
    threads and reports records/s (wall clock, first request to last response);
 2. alert latency, idle server: POSTs a record carrying zero-width characters (the
    Unicode steganography detector fires on that one record) and polls
-   ``GET /v1/alerts`` until the alert is visible; repeated ``--probes`` times;
-3. alert latency under load: while a background client streams at full speed, two
-   agents print the same rare key; measures from the POST of the second (colluding)
-   record until the shared-token alert is visible;
+   ``GET /v1/alerts`` until the alert is visible; then two agents share a rare key
+   (one prints it, the other types it in its code) and it measures from the POST of
+   the second (colluding) record until the ``shared-tokens`` alert is visible (on a
+   quiet server that detector decides on its time bound); ``--probes`` times each;
+3. the same probes while a background client streams at ``--load-rate`` records/s;
 4. same-run baselines: raw SQLAlchemy ``executemany`` into a fresh SQLite file (no
    chain, no parsing), ``Store.append`` (chain, no HTTP, no detection), and the
    detection engine alone.
@@ -114,7 +115,10 @@ def free_port() -> int:
 
 
 def start_server(tmp: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "CELLBLOCK_HOME": str(tmp)}
+    # An open loopback service: a token from the caller's shell would refuse our requests.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CELLBLOCK_SERVE_TOKEN", "CELLBLOCK_SERVE_READ_TOKEN")}
+    env["CELLBLOCK_HOME"] = str(tmp)
     proc = subprocess.Popen(
         [sys.executable, "-c", _CLI, "serve", "--port", str(port), "--db", str(tmp / "runs.db"),
          "--warm-runs", "0", "--log-level", "warning"],
@@ -179,25 +183,61 @@ def wait_alert(s: requests.Session, url: str, after: int, detector: str, t0: flo
     return float("nan")
 
 
-def latency_idle(url: str, probes: int) -> list[float]:
-    out = []
+def _stego(tag: str, p: int) -> RunRecord:
+    """A record the unicode detector flags on its own (zero-width characters)."""
+    text = "the answer is 4" + "\u200b\u200c" * (4 + p % 3) + "2\n"
+    return RunRecord(run_id=f"stego-{tag}-{p}", agent_id="agent-stego",
+                     started_at="2026-11-29T12:00:00+00:00", code="print('the answer is 42')",
+                     stdout_raw=text, stdout=text, exit_code=0)
+
+
+def _pair(tag: str, p: int) -> tuple[RunRecord, RunRecord]:
+    """Agent red prints a rare key; agent blue types it in its code (shared-tokens)."""
+    key = f"Zq{p}x7Kv-{tag}{p * 7919 % 1_000_000:06d}"
+    a = RunRecord(run_id=f"colluder-a-{tag}-{p}", agent_id=f"agent-red-{tag}",
+                  started_at="2026-11-29T12:00:00+00:00",
+                  code=f"print('{key}')", stdout_raw=key + "\n", exit_code=0)
+    b = RunRecord(run_id=f"colluder-b-{tag}-{p}", agent_id=f"agent-blue-{tag}",
+                  started_at="2026-11-29T12:00:00+00:00",
+                  code=f"key = '{key}'\nprint('ok')", stdout_raw="ok\n", exit_code=0)
+    return a, b
+
+
+def _probe(s: requests.Session, url: str, tag: str, p: int) -> tuple[float, float]:
+    """One unicode probe and one shared-tokens probe: seconds from the start of the POST
+    of the decisive record until its alert is visible through GET /v1/alerts."""
+    after = last_alert_id(s, url)
+    t0 = time.perf_counter()
+    post(s, url, encode([_stego(tag, p)]))
+    unicode = wait_alert(s, url, after, "unicode", t0)
+    a, b = _pair(tag, p)
+    after = last_alert_id(s, url)
+    post(s, url, encode([a]))
+    t0 = time.perf_counter()
+    post(s, url, encode([b]))
+    shared = wait_alert(s, url, after, "shared-tokens", t0)
+    return unicode, shared
+
+
+def latency_idle(url: str, probes: int) -> tuple[list[float], list[float]]:
+    """Probes on a quiet server: no other traffic, so ``shared-tokens`` decides on its
+    time bound, not on its record count."""
+    uni: list[float] = []
+    shared: list[float] = []
     with requests.Session() as s:
         for p in range(probes):
-            after = last_alert_id(s, url)
-            stego = "the answer is 4" + "\u200b\u200c" * (4 + p % 3) + "2\n"
-            rec = RunRecord(run_id=f"stego-{p}", agent_id="agent-stego", started_at="2026-11-29T12:00:00+00:00",
-                            code="print('the answer is 42')", stdout_raw=stego, stdout=stego, exit_code=0)
-            t0 = time.perf_counter()
-            post(s, url, encode([rec]))
-            out.append(wait_alert(s, url, after, "unicode", t0))
-    return out
+            u, t = _probe(s, url, "idle", p)
+            uni.append(u)
+            shared.append(t)
+    return uni, shared
 
 
 def latency_under_load(url: str, background: list[bytes], per_batch: int, rate: float,
-                       probes: int) -> tuple[list[float], float]:
-    """Colluding pairs while a background client streams at ``rate`` records/s.
-    Returns the latencies and the background rate actually achieved."""
-    out: list[float] = []
+                       probes: int) -> tuple[list[float], list[float], float]:
+    """The same probes while a background client streams at ``rate`` records/s.
+    Returns the latencies (unicode, shared-tokens) and the background rate achieved."""
+    uni: list[float] = []
+    shared: list[float] = []
     stop = threading.Event()
     sent = [0, 0.0]
 
@@ -219,30 +259,21 @@ def latency_under_load(url: str, background: list[bytes], per_batch: int, rate: 
     bg.start()
     try:
         with requests.Session() as s:
-            time.sleep(1.0)
+            time.sleep(2.0)  # let the stream reach its rate
             for p in range(probes):
-                key = f"Zq{p}x7Kv-{p * 7919 % 1_000_000:06d}"
-                a = RunRecord(run_id=f"colluder-a-{p}", agent_id="agent-red",
-                              started_at="2026-11-29T12:00:00+00:00",
-                              code=f"print('{key}')", stdout_raw=key + "\n", exit_code=0)
-                b = RunRecord(run_id=f"colluder-b-{p}", agent_id="agent-blue",
-                              started_at="2026-11-29T12:00:00+00:00",
-                              code=f"key = '{key}'\nprint('ok')", stdout_raw="ok\n", exit_code=0)
-                after = last_alert_id(s, url)
-                post(s, url, encode([a]))
-                t0 = time.perf_counter()
-                post(s, url, encode([b]))
-                out.append(wait_alert(s, url, after, "shared-tokens", t0))
+                u, t = _probe(s, url, "load", p)
+                uni.append(u)
+                shared.append(t)
                 if not bg.is_alive():
                     break
     finally:
         stop.set()
         bg.join()
-    return out, sent[0] / sent[1] if sent[1] else 0.0
+    return uni, shared, sent[0] / sent[1] if sent[1] else 0.0
 
 
 def catch_up(url: str) -> tuple[float, float]:
-    """Seconds until the fast and the slow detection worker have analysed the head."""
+    """Seconds until the first and the last detection worker have analysed the head."""
     t0 = time.perf_counter()
     done: dict[int, float] = {}
     with requests.Session() as s:
@@ -255,7 +286,7 @@ def catch_up(url: str) -> tuple[float, float]:
             if len(done) == len(seqs):
                 break
             time.sleep(0.05)
-    return done.get(0, float("nan")), max(done.values(), default=float("nan"))
+    return min(done.values(), default=float("nan")), max(done.values(), default=float("nan"))
 
 
 def baseline_raw_insert(records: list[RunRecord], batch: int, tmp: Path) -> float:
@@ -335,9 +366,9 @@ def main() -> None:
             wall = ingest(url, bodies, args.clients)
             rate = len(records) / wall
             fast_catch, slow_catch = catch_up(url)
-            idle = latency_idle(url, args.probes)
-            loaded, bg_rate = latency_under_load(url, bg_bodies, args.batch, args.load_rate,
-                                                 args.probes)
+            idle, idle_shared = latency_idle(url, args.probes)
+            loaded, loaded_shared, bg_rate = latency_under_load(
+                url, bg_bodies, args.batch, args.load_rate, args.probes)
             metrics = requests.get(url + "/metrics", timeout=30).text
         finally:
             server.terminate()
@@ -360,9 +391,11 @@ def main() -> None:
         "records": args.records, "batch": args.batch, "clients": args.clients,
         "bytes_per_record": round(sample_bytes),
         "http_ingest_records_per_s": round(rate),
-        "detection_catch_up_after_stream_s": {"fast": fast_catch, "slow": slow_catch},
-        "alert_latency_idle_s": idle,
-        "alert_latency_under_load_s": loaded, "background_rate": round(bg_rate),
+        "detection_catch_up_after_stream_s": {"first_worker": fast_catch,
+                                              "all_workers": slow_catch},
+        "alert_latency_idle_s": {"unicode": idle, "shared-tokens": idle_shared},
+        "alert_latency_under_load_s": {"unicode": loaded, "shared-tokens": loaded_shared},
+        "background_rate": round(bg_rate),
         "baseline_raw_sqlalchemy_insert_per_s": round(raw),
         "baseline_store_append_per_s": round(chain),
         "baseline_detection_engine_per_s": round(detect),
@@ -377,11 +410,12 @@ def main() -> None:
           f"{args.clients} client threads")
     print(f"HTTP ingest into SQLite (chain; detection in workers): {rate:,.0f} records/s "
           f"({wall:.2f} s)")
-    print(f"detection caught up after the stream: fast detectors {fast_catch:.2f} s, "
-          f"all {slow_catch:.2f} s")
-    print(f"alert latency, idle (unicode, 1 record):            {fmt_ms(idle)}")
-    print(f"alert latency at {bg_rate:,.0f} records/s background (shared-tokens pair): "
-          f"{fmt_ms(loaded)}")
+    print(f"detection caught up after the stream: first worker {fast_catch:.2f} s, "
+          f"both {slow_catch:.2f} s")
+    print(f"alert latency, idle server:  unicode {fmt_ms(idle)}")
+    print(f"                             shared-tokens {fmt_ms(idle_shared)}")
+    print(f"alert latency at {bg_rate:,.0f} records/s background:  unicode {fmt_ms(loaded)}")
+    print(f"                             shared-tokens {fmt_ms(loaded_shared)}")
     print(f"baseline raw SQLAlchemy executemany (no chain):     {raw:,.0f} records/s")
     print(f"baseline Store.append (chain, no HTTP, no detection): {chain:,.0f} records/s")
     print(f"baseline detection engine alone (all detectors):  {detect:,.0f} records/s")
