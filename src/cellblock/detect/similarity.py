@@ -198,6 +198,7 @@ class NearDuplicateCodeDetector(Detector):
         self._matrix: U32 = np.zeros((max_records, num_perm), dtype=np.uint32)
         self._valid = np.zeros(max_records, dtype=bool)
         self._free = list(range(max_records - 1, -1, -1))
+        self._high = 0  # one past the highest slot ever used
         self._index: OrderedDict[str, tuple[str, int]] = OrderedDict()
         """run id -> (agent id, slot), oldest first."""
         # Deferred decisions, FIFO: both deadlines grow with insertion order, so the head
@@ -292,8 +293,12 @@ class NearDuplicateCodeDetector(Detector):
 
     def _family_size(self, sig: U32) -> int:
         """How many signatures in the window are loosely similar to ``sig``."""
-        agree = np.count_nonzero(self._matrix == sig, axis=1) / self.num_perm
-        return int(np.count_nonzero((agree >= self.family_threshold) & self._valid))
+        # Slots are handed out lowest first and reused, so rows past the high-water mark
+        # were never filled: a young window compares only what it holds.
+        used = self._high
+        agree = np.count_nonzero(self._matrix[:used] == sig, axis=1)
+        similar = agree >= self.family_threshold * self.num_perm
+        return int(np.count_nonzero(similar & self._valid[:used]))
 
     def _due(self, flush: bool) -> list[Alert]:
         alerts: list[Alert] = []
@@ -323,6 +328,7 @@ class NearDuplicateCodeDetector(Detector):
             sig = self._signature(hashes)
             near = self._insert(run_id, sig, self.max_cluster - 1)
             slot = self._free.pop()
+            self._high = max(self._high, slot + 1)
             self._index[run_id] = (record.agent_id, slot)
             self._matrix[slot] = sig
             self._valid[slot] = True
