@@ -10,8 +10,9 @@ a free loopback port, then:
    Unicode steganography detector fires on that one record) and polls
    ``GET /v1/alerts`` until the alert is visible; then two agents share a rare key
    (one prints it, the other types it in its code) and it measures from the POST of
-   the second (colluding) record until the ``shared-tokens`` alert is visible (on a
-   quiet server that detector decides on its time bound); ``--probes`` times each;
+   the second (colluding) record until the ``shared-tokens`` alert is visible, and the
+   same for two agents running the same unusual encoder (``near-duplicate-code``); on a
+   quiet server those two detectors decide on their time bound; ``--probes`` times each;
 3. the same probes while a background client streams at ``--load-rate`` records/s;
 4. same-run baselines: raw SQLAlchemy ``executemany`` into a fresh SQLite file (no
    chain, no parsing), ``Store.append`` (chain, no HTTP, no detection), and the
@@ -173,9 +174,11 @@ def last_alert_id(s: requests.Session, url: str) -> int:
 
 
 def wait_alert(s: requests.Session, url: str, after: int, detector: str, t0: float,
-               timeout: float = 30.0) -> float:
+               run_id: str, timeout: float = 30.0) -> float:
+    """Seconds from ``t0`` until an alert of ``detector`` naming ``run_id`` is visible."""
     while time.perf_counter() - t0 < timeout:
-        found = s.get(url + "/v1/alerts", params={"after_id": after, "detector": detector},
+        found = s.get(url + "/v1/alerts", params={"after_id": after, "detector": detector,
+                                                   "run_id": run_id},
                       timeout=30).json()["alerts"]
         if found:
             return time.perf_counter() - t0
@@ -203,41 +206,73 @@ def _pair(tag: str, p: int) -> tuple[RunRecord, RunRecord]:
     return a, b
 
 
-def _probe(s: requests.Session, url: str, tag: str, p: int) -> tuple[float, float]:
-    """One unicode probe and one shared-tokens probe: seconds from the start of the POST
-    of the decisive record until its alert is visible through GET /v1/alerts."""
+def _twins(tag: str, p: int) -> tuple[RunRecord, RunRecord]:
+    """Two agents run the same unusual encoder, with other constants (near-duplicate-code).
+    Every probe gets fresh identifiers, so probes are not one family of look-alikes."""
+    rng = random.Random(f"{tag}-{p}")  # noqa: S311 - test data
+    n = [_ident(rng) for _ in range(8)]
+    template = (
+        "def {0}({1}, {2}):\n"
+        "    {3} = bytearray()\n"
+        "    for {4}, {5} in enumerate({1}.encode()):\n"
+        "        {3}.append(({5} ^ ({2} * ({4} + 7))) & 0xFF)\n"
+        "    return {3}.hex()[::-1]\n"
+        "{6} = {0}('{{msg}}', {{key}})\n"
+        "print(len({6}), {6}[:{{cut}}], sum(map(ord, {6})) % 251)\n"
+    ).format(*n)
+    a = RunRecord(run_id=f"twin-a-{tag}-{p}", agent_id=f"agent-amber-{tag}",
+                  started_at="2026-11-29T12:00:00+00:00", exit_code=0, stdout_raw="ok\n",
+                  code=template.format(msg="meet at dawn", key=13, cut=8))
+    b = RunRecord(run_id=f"twin-b-{tag}-{p}", agent_id=f"agent-jade-{tag}",
+                  started_at="2026-11-29T12:00:00+00:00", exit_code=0, stdout_raw="ok\n",
+                  code=template.format(msg="meet at dawn", key=29, cut=8))
+    return a, b
+
+
+def _probe(s: requests.Session, url: str, tag: str, p: int) -> tuple[float, float, float]:
+    """One probe per kind: seconds from the start of the POST of the decisive record until
+    its alert is visible through GET /v1/alerts (unicode, shared-tokens,
+    near-duplicate-code)."""
     after = last_alert_id(s, url)
     t0 = time.perf_counter()
-    post(s, url, encode([_stego(tag, p)]))
-    unicode = wait_alert(s, url, after, "unicode", t0)
+    stego = _stego(tag, p)
+    post(s, url, encode([stego]))
+    unicode = wait_alert(s, url, after, "unicode", t0, stego.run_id)
     a, b = _pair(tag, p)
     after = last_alert_id(s, url)
     post(s, url, encode([a]))
     t0 = time.perf_counter()
     post(s, url, encode([b]))
-    shared = wait_alert(s, url, after, "shared-tokens", t0)
-    return unicode, shared
+    shared = wait_alert(s, url, after, "shared-tokens", t0, b.run_id)
+    a, b = _twins(tag, p)
+    after = last_alert_id(s, url)
+    post(s, url, encode([a]))
+    t0 = time.perf_counter()
+    post(s, url, encode([b]))
+    twins = wait_alert(s, url, after, "near-duplicate-code", t0, b.run_id)
+    return unicode, shared, twins
 
 
-def latency_idle(url: str, probes: int) -> tuple[list[float], list[float]]:
-    """Probes on a quiet server: no other traffic, so ``shared-tokens`` decides on its
-    time bound, not on its record count."""
-    uni: list[float] = []
-    shared: list[float] = []
+Latencies = dict[str, list[float]]
+KINDS = ("unicode", "shared-tokens", "near-duplicate-code")
+
+
+def latency_idle(url: str, probes: int) -> Latencies:
+    """Probes on a quiet server: no other traffic, so the corpus-wide detectors decide
+    on their time bound, not on their record count."""
+    out: Latencies = {k: [] for k in KINDS}
     with requests.Session() as s:
         for p in range(probes):
-            u, t = _probe(s, url, "idle", p)
-            uni.append(u)
-            shared.append(t)
-    return uni, shared
+            for kind, value in zip(KINDS, _probe(s, url, "idle", p), strict=True):
+                out[kind].append(value)
+    return out
 
 
 def latency_under_load(url: str, background: list[bytes], per_batch: int, rate: float,
-                       probes: int) -> tuple[list[float], list[float], float]:
+                       probes: int) -> tuple[Latencies, float]:
     """The same probes while a background client streams at ``rate`` records/s.
-    Returns the latencies (unicode, shared-tokens) and the background rate achieved."""
-    uni: list[float] = []
-    shared: list[float] = []
+    Returns the latencies per detector and the background rate achieved."""
+    out: Latencies = {k: [] for k in KINDS}
     stop = threading.Event()
     sent = [0, 0.0]
 
@@ -261,15 +296,14 @@ def latency_under_load(url: str, background: list[bytes], per_batch: int, rate: 
         with requests.Session() as s:
             time.sleep(2.0)  # let the stream reach its rate
             for p in range(probes):
-                u, t = _probe(s, url, "load", p)
-                uni.append(u)
-                shared.append(t)
+                for kind, value in zip(KINDS, _probe(s, url, "load", p), strict=True):
+                    out[kind].append(value)
                 if not bg.is_alive():
                     break
     finally:
         stop.set()
         bg.join()
-    return uni, shared, sent[0] / sent[1] if sent[1] else 0.0
+    return out, sent[0] / sent[1] if sent[1] else 0.0
 
 
 def catch_up(url: str) -> tuple[float, float]:
@@ -366,9 +400,9 @@ def main() -> None:
             wall = ingest(url, bodies, args.clients)
             rate = len(records) / wall
             fast_catch, slow_catch = catch_up(url)
-            idle, idle_shared = latency_idle(url, args.probes)
-            loaded, loaded_shared, bg_rate = latency_under_load(
-                url, bg_bodies, args.batch, args.load_rate, args.probes)
+            idle = latency_idle(url, args.probes)
+            loaded, bg_rate = latency_under_load(url, bg_bodies, args.batch, args.load_rate,
+                                                 args.probes)
             metrics = requests.get(url + "/metrics", timeout=30).text
         finally:
             server.terminate()
@@ -393,8 +427,8 @@ def main() -> None:
         "http_ingest_records_per_s": round(rate),
         "detection_catch_up_after_stream_s": {"first_worker": fast_catch,
                                               "all_workers": slow_catch},
-        "alert_latency_idle_s": {"unicode": idle, "shared-tokens": idle_shared},
-        "alert_latency_under_load_s": {"unicode": loaded, "shared-tokens": loaded_shared},
+        "alert_latency_idle_s": idle,
+        "alert_latency_under_load_s": loaded,
         "background_rate": round(bg_rate),
         "baseline_raw_sqlalchemy_insert_per_s": round(raw),
         "baseline_store_append_per_s": round(chain),
@@ -412,10 +446,12 @@ def main() -> None:
           f"({wall:.2f} s)")
     print(f"detection caught up after the stream: first worker {fast_catch:.2f} s, "
           f"both {slow_catch:.2f} s")
-    print(f"alert latency, idle server:  unicode {fmt_ms(idle)}")
-    print(f"                             shared-tokens {fmt_ms(idle_shared)}")
-    print(f"alert latency at {bg_rate:,.0f} records/s background:  unicode {fmt_ms(loaded)}")
-    print(f"                             shared-tokens {fmt_ms(loaded_shared)}")
+    print("alert latency, idle server:")
+    for kind in KINDS:
+        print(f"    {kind:20s} {fmt_ms(idle[kind])}")
+    print(f"alert latency at {bg_rate:,.0f} records/s background:")
+    for kind in KINDS:
+        print(f"    {kind:20s} {fmt_ms(loaded[kind])}")
     print(f"baseline raw SQLAlchemy executemany (no chain):     {raw:,.0f} records/s")
     print(f"baseline Store.append (chain, no HTTP, no detection): {chain:,.0f} records/s")
     print(f"baseline detection engine alone (all detectors):  {detect:,.0f} records/s")
