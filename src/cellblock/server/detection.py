@@ -77,6 +77,7 @@ class Pollable(Protocol):
 
 _IDLE_WAIT_S = 0.5
 """Longest sleep of a worker with nothing deferred (it checks for a dead parent)."""
+_MIN_WAIT_S = 0.01
 
 
 def _poll(engine: AlertSource) -> list[Alert]:
@@ -94,7 +95,8 @@ def _idle_timeout(engine: AlertSource) -> float:
     deadline = engine.next_deadline() if isinstance(engine, Pollable) else None
     if deadline is None:
         return _IDLE_WAIT_S
-    return min(_IDLE_WAIT_S, max(0.0, deadline - time.monotonic()))
+    # A floor, so that a detector whose poll keeps failing cannot make a worker spin.
+    return min(_IDLE_WAIT_S, max(_MIN_WAIT_S, deadline - time.monotonic()))
 
 
 class Detection(Protocol):
