@@ -199,12 +199,24 @@ def _mature(det: NearDuplicateCodeDetector) -> None:
         assert det.observe(rec("filler", code=f"print({i})")) == []
 
 
-def test_no_time_bound_while_the_window_is_young() -> None:
+def test_a_young_window_decides_on_the_long_time_bound() -> None:
     clock = _FakeClock()
-    det = NearDuplicateCodeDetector(clock=clock, warmup=5, delay=20)
+    det = NearDuplicateCodeDetector(clock=clock, warmup=5, delay=20, young_wait_s=600)
+    _pair(clock, det, 1.0, "p")
+    assert det.next_deadline() == pytest.approx(601.0)
+    clock.now = 100.0
+    assert det.poll() == []  # the short bound does not apply yet
+    clock.now = 601.0
+    assert [a.agents for a in det.poll()] == [("pa", "pb")]
+    assert det.finish() == []
+
+
+def test_a_young_window_without_a_long_bound_waits_for_the_count() -> None:
+    clock = _FakeClock()
+    det = NearDuplicateCodeDetector(clock=clock, warmup=5, delay=20, young_wait_s=None)
     _pair(clock, det, 1.0, "p")
     assert det.next_deadline() is None
-    clock.now = 100.0
+    clock.now = 1e9
     assert det.poll() == []
     assert [a.agents for a in det.finish()] == [("pa", "pb")]
 

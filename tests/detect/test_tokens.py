@@ -141,7 +141,8 @@ class _Clock:
 
 def test_time_bound_decides_on_a_quiet_stream() -> None:
     clock = _Clock()
-    det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=0.5, clock=clock)
+    det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=0.5, young_wait_s=None,
+                                  clock=clock)
     rng = random.Random(5)
     for r in _background(rng, 70):  # time bounds apply after warm-up + one delay
         assert det.observe(r) == []
@@ -175,7 +176,8 @@ def test_time_bound_still_lets_a_common_key_be_common() -> None:
 
 def test_without_time_bound_poll_never_decides() -> None:
     clock = _Clock()
-    det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=None, clock=clock)
+    det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=None, young_wait_s=None,
+                                  clock=clock)
     for r in _background(random.Random(7), 70):
         det.observe(r)
     det.observe(rec("mallory", code="tag = 'k7Qz91fX'\n"))
@@ -238,3 +240,21 @@ def test_confirmed_early_report_still_reports_a_second_group() -> None:
         alerts += det.observe(r)
     found = [a for a in alerts if "k7Qz91fX" in a.evidence]
     assert [a.agents for a in found] == [("blue", "green", "red")]
+
+
+def test_a_young_corpus_decides_on_the_long_time_bound() -> None:
+    """Before warm-up plus one delay, a quiet stream still gets its decision, later."""
+    clock = _Clock()
+    det = SharedRareTokenDetector(warmup=20, delay=50, max_wait_s=0.5, young_wait_s=600,
+                                  clock=clock)
+    for r in _background(random.Random(15), 10):
+        det.observe(r)
+    clock.now = 1000.0
+    det.poll()
+    det.observe(rec("mallory", code="tag = 'k7Qz91fX'\n"))
+    det.observe(rec("trent", code="marker = 'k7Qz91fX'\n"))
+    assert det.next_deadline() == 1600.0
+    clock.now = 1001.0
+    assert det.poll() == []  # the short bound does not apply yet
+    clock.now = 1600.0
+    assert [a.agents for a in det.poll()] == [("mallory", "trent")]

@@ -158,11 +158,15 @@ class NearDuplicateCodeDetector(Detector):
         delay: int = 1000,
         max_records: int = 20_000,
         max_wait_s: float | None = 0.5,
+        young_wait_s: float | None = 600.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``max_wait_s``: the time bound of a deferred decision, taken by :meth:`poll`
-        (``None``: decide on record counts only). ``clock``: seconds, monotonic (a fake
-        one simulates a stream in tests and in the evaluation harness)."""
+        (``None``: decide on record counts only). ``young_wait_s``: the (longer) time
+        bound while the window is young (fewer than ``warmup + delay`` records), so that
+        a small or brand-new log still decides on a quiet stream. ``clock``: seconds,
+        monotonic (a fake one simulates a stream in tests and in the evaluation
+        harness)."""
         if not 0.0 <= threshold <= 1.0:
             raise ValueError("threshold must be in [0, 1]")
         if num_perm < 1 or max_records < 1:
@@ -178,6 +182,7 @@ class NearDuplicateCodeDetector(Detector):
         self.delay = delay
         self.max_records = max_records
         self.max_wait_s = max_wait_s
+        self.young_wait_s = young_wait_s
         self._clock = clock
         gen = np.random.default_rng(_SEED)
         self._a: U32 = (gen.integers(0, 1 << 31, num_perm, dtype=np.uint32) * np.uint32(2)
@@ -201,12 +206,12 @@ class NearDuplicateCodeDetector(Detector):
         self._high = 0  # one past the highest slot ever used
         self._index: OrderedDict[str, tuple[str, int]] = OrderedDict()
         """run id -> (agent id, slot), oldest first."""
-        # Deferred decisions, FIFO: both deadlines grow with insertion order, so the head
-        # is always the first due.
-        # Every deferred decision, by record count; those made after the warm-up also
-        # by time. Both queues are in insertion order, so each head is due first.
+        # Every deferred decision, by record count; and by time, with the short bound
+        # once the window is mature and the long one before. Each queue is in deadline
+        # order (insertion order), so each head is due first.
         self._pending: deque[_Pending] = deque()
         self._timed: deque[_Pending] = deque()
+        self._timed_young: deque[_Pending] = deque()
         self._reported: set[frozenset[str]] = set()
         self._n = 0
 
@@ -308,11 +313,12 @@ class NearDuplicateCodeDetector(Detector):
             alert = self._judge(self._pending.popleft())
             if alert is not None:
                 alerts.append(alert)
-        if flush:
-            self._timed.clear()
-        # Decided by count already: no reason to wake up for them.
-        while self._timed and self._timed[0].due_n <= self._n:
-            self._timed.popleft()
+        for queue in (self._timed, self._timed_young):
+            if flush:
+                queue.clear()
+            # Decided by count already: no reason to wake up for them.
+            while queue and queue[0].due_n <= self._n:
+                queue.popleft()
         return alerts
 
     # -- Detector ----------------------------------------------------------------------
@@ -334,18 +340,18 @@ class NearDuplicateCodeDetector(Detector):
             self._valid[slot] = True
             if (near and len(self._pending) < _MAX_PENDING
                     and any(self._index[k][0] != record.agent_id for k in near)):
-                # Time-bounded only once the window is mature (warm-up plus one delay):
-                # in a young window every shared snippet looks unusual. The log service
-                # replays its newest runs at start, so only a brand-new log is young.
-                timed = self.max_wait_s is not None and self._n >= self.warmup + self.delay
-                due_at = math.inf
-                if timed and self.max_wait_s is not None:
-                    due_at = self._clock() + self.max_wait_s
+                # The short time bound only once the window is mature (warm-up plus one
+                # delay): in a young window every shared snippet looks unusual. The log
+                # service replays its newest runs at start, so only a brand-new or small
+                # log is young.
+                mature = self._n >= self.warmup + self.delay
+                wait = self.max_wait_s if mature else self.young_wait_s
+                due_at = math.inf if wait is None else self._clock() + wait
                 pending = _Pending(self._n + self.delay, due_at, run_id, _first_line(code))
                 self._pending.append(pending)
-                if timed:
-                    self._timed.append(pending)
-        return self._due(flush=False) if self._pending else []
+                if wait is not None:
+                    (self._timed if mature else self._timed_young).append(pending)
+        return self._due(flush=False) if self._pending or self._timed else []
 
     def _insert(self, run_id: str, sig: U32, cap: int) -> set[str] | None:
         """Index ``run_id`` under its signature's bands; return the runs that already
@@ -387,20 +393,22 @@ class NearDuplicateCodeDetector(Detector):
         self._free.append(slot)
 
     def poll(self) -> list[Alert]:
-        """Take the deferred decisions whose time bound has passed (those made once the
-        window was mature; the others wait for their record count)."""
+        """Take the deferred decisions whose time bound has passed (``max_wait_s`` once
+        the window was mature, ``young_wait_s`` before)."""
         alerts: list[Alert] = []
-        if not self._timed:
+        if not self._timed and not self._timed_young:
             return alerts
         now = self._clock()
-        while self._timed and self._timed[0].due_at <= now:
-            alert = self._judge(self._timed.popleft())
-            if alert is not None:
-                alerts.append(alert)
+        for queue in (self._timed_young, self._timed):
+            while queue and queue[0].due_at <= now:
+                alert = self._judge(queue.popleft())
+                if alert is not None:
+                    alerts.append(alert)
         return alerts
 
     def next_deadline(self) -> float | None:
-        return self._timed[0].due_at if self._timed else None
+        heads = [q[0].due_at for q in (self._timed, self._timed_young) if q]
+        return min(heads, default=None)
 
     def finish(self) -> list[Alert]:
         return self._due(flush=True)

@@ -168,12 +168,15 @@ class SharedRareTokenDetector(Detector):
         max_keys: int = 400_000,
         ignore: Iterable[str] = (),
         max_wait_s: float | None = 0.5,
+        young_wait_s: float | None = 600.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``ignore``: tokens and phrases the operator knows are shared on purpose (a
         task's literals given to several agents); matched case-insensitively.
         ``max_wait_s``: the time bound of a deferred decision, taken by :meth:`poll`
-        (``None``: decide on record counts only). ``clock``: seconds, monotonic (a fake
+        (``None``: decide on record counts only). ``young_wait_s``: the (longer) time
+        bound while the corpus is young (fewer than ``warmup + delay`` records), so that
+        a small or brand-new log still decides on a quiet stream. ``clock``: seconds, monotonic (a fake
         one simulates a stream in tests and in the evaluation harness)."""
         self.max_df = max_df
         self.max_agents = max_agents
@@ -184,6 +187,7 @@ class SharedRareTokenDetector(Detector):
         self.max_keys = max_keys
         self.ignore = frozenset(i.lower() for i in ignore)
         self.max_wait_s = max_wait_s
+        self.young_wait_s = young_wait_s
         self._clock = clock
         self._keys: dict[object, _Key] = {}
         self._words: dict[str, int] = {}
@@ -191,7 +195,10 @@ class SharedRareTokenDetector(Detector):
         # every one by record count, and first-time ones by time too. A key may be
         # judged twice; the second judgement only reports agents not yet reported.
         self._pending: deque[tuple[int, object]] = deque()
+        # (time deadline, record-count deadline, key), one queue per time bound so that
+        # each stays in deadline order.
         self._timed: deque[tuple[float, int, object]] = deque()
+        self._timed_young: deque[tuple[float, int, object]] = deque()
         self._n = 0
 
     # -- bookkeeping -------------------------------------------------------------------
@@ -211,14 +218,16 @@ class SharedRareTokenDetector(Detector):
                 entry.reported and len(entry.agents) > entry.reported)
             if newly_shared and len(self._pending) < _MAX_PENDING:
                 self._pending.append((self._n + self.delay, key))
-                # Time-bounded: only first reports, and only once the corpus is mature
-                # (warm-up plus one delay). A key already reported that spreads to more
-                # agents is more likely common than a second group reusing it, and in a
-                # young corpus every shared input looks rare: those wait for the count.
-                if (self.max_wait_s is not None and not entry.reported
-                        and self._n >= self.warmup + self.delay):
-                    self._timed.append((self._clock() + self.max_wait_s,
-                                        self._n + self.delay, key))
+                # Time-bounded: only first reports. A key already reported that spreads
+                # to more agents is more likely common than a second group reusing it:
+                # that waits for the record count. In a young corpus (before warm-up
+                # plus one delay) every shared input looks rare, so the bound is long.
+                if not entry.reported:
+                    mature = self._n >= self.warmup + self.delay
+                    wait = self.max_wait_s if mature else self.young_wait_s
+                    if wait is not None:
+                        queue = self._timed if mature else self._timed_young
+                        queue.append((self._clock() + wait, self._n + self.delay, key))
         else:
             info.runs += 1
             info.in_code = info.in_code or in_code
@@ -310,33 +319,34 @@ class SharedRareTokenDetector(Detector):
             alert = self._judge(self._pending.popleft()[1])
             if alert is not None:
                 alerts.append(alert)
-        if flush:
-            self._timed.clear()
-        # Decided by count already: no reason to wake up for them.
-        while self._timed and self._timed[0][1] <= self._n:
-            self._timed.popleft()
+        for queue in (self._timed, self._timed_young):
+            if flush:
+                queue.clear()
+            # Decided by count already: no reason to wake up for them.
+            while queue and queue[0][1] <= self._n:
+                queue.popleft()
         return alerts
 
     def poll(self) -> list[Alert]:
-        """Take the decisions whose time bound has passed. Only keys that became shared
-        once the corpus was mature (``warmup + delay`` records) have one: in a young
-        corpus every shared input still looks rare. The log service replays its newest
-        stored runs at start, so only a brand-new log is young; there, decisions wait
-        for their record count."""
+        """Take the decisions whose time bound has passed: ``max_wait_s`` for keys that
+        became shared once the corpus was mature (``warmup + delay`` records),
+        ``young_wait_s`` before that, when every shared input still looks rare. The log
+        service replays its newest stored runs at start, so only a brand-new or small
+        log is ever young."""
         alerts: list[Alert] = []
-        if not self._timed:
+        if not self._timed and not self._timed_young:
             return alerts
         now = self._clock()
-        while self._timed and self._timed[0][0] <= now:
-            alert = self._judge(self._timed.popleft()[2], by_time=True)
-            if alert is not None:
-                alerts.append(alert)
+        for queue in (self._timed_young, self._timed):
+            while queue and queue[0][0] <= now:
+                alert = self._judge(queue.popleft()[2], by_time=True)
+                if alert is not None:
+                    alerts.append(alert)
         return alerts
 
     def next_deadline(self) -> float | None:
-        if not self._timed:
-            return None
-        return self._timed[0][0]
+        heads = [q[0][0] for q in (self._timed, self._timed_young) if q]
+        return min(heads, default=None)
 
     # -- Detector ----------------------------------------------------------------------
 
