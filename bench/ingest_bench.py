@@ -229,28 +229,24 @@ def _twins(tag: str, p: int) -> tuple[RunRecord, RunRecord]:
     return a, b
 
 
-def _probe(s: requests.Session, url: str, tag: str, p: int) -> tuple[float, float, float]:
-    """One probe per kind: seconds from the start of the POST of the decisive record until
-    its alert is visible through GET /v1/alerts (unicode, shared-tokens,
+def _probe(s: requests.Session, url: str, tag: str, p: int) -> tuple[float, ...]:
+    """One probe per kind: seconds from the start of the POST of the decisive (last)
+    record until its alert is visible through GET /v1/alerts (unicode, shared-tokens,
     near-duplicate-code)."""
-    after = last_alert_id(s, url)
-    t0 = time.perf_counter()
-    stego = _stego(tag, p)
-    post(s, url, encode([stego]))
-    unicode = wait_alert(s, url, after, "unicode", t0, stego.run_id)
-    a, b = _pair(tag, p)
-    after = last_alert_id(s, url)
-    post(s, url, encode([a]))
-    t0 = time.perf_counter()
-    post(s, url, encode([b]))
-    shared = wait_alert(s, url, after, "shared-tokens", t0, b.run_id)
-    a, b = _twins(tag, p)
-    after = last_alert_id(s, url)
-    post(s, url, encode([a]))
-    t0 = time.perf_counter()
-    post(s, url, encode([b]))
-    twins = wait_alert(s, url, after, "near-duplicate-code", t0, b.run_id)
-    return unicode, shared, twins
+    cases: list[tuple[str, tuple[RunRecord, ...]]] = [
+        ("unicode", (_stego(tag, p),)),
+        ("shared-tokens", _pair(tag, p)),
+        ("near-duplicate-code", _twins(tag, p)),
+    ]
+    out: list[float] = []
+    for detector, records in cases:
+        after = last_alert_id(s, url)
+        for earlier in records[:-1]:
+            post(s, url, encode([earlier]))
+        t0 = time.perf_counter()
+        post(s, url, encode([records[-1]]))
+        out.append(wait_alert(s, url, after, detector, t0, records[-1].run_id))
+    return tuple(out)
 
 
 Latencies = dict[str, list[float]]
