@@ -180,7 +180,22 @@ def test_cgroup_v2_detection(tmp_path: Path) -> None:
     (tmp_path / "cgroup.controllers").write_text("cpu io memory pids\n")
     check = d.check_cgroups(tmp_path)
     assert "v2" in check.detail
-    assert check.status == ("ok" if os.access(tmp_path, os.W_OK) else "warn")
+    assert check.status == ("ok" if os.access(tmp_path, os.W_OK) and os.geteuid() == 0
+                            else "fail")
+
+
+def test_cgroups_without_root_fail_with_the_opt_out_as_fix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bwrap backend refuses default policies when it cannot create cgroups."""
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "pids").mkdir()
+    monkeypatch.setattr(d.os, "geteuid", lambda: 1000)
+    check = d.check_cgroups(tmp_path)
+    assert check.status == "fail" and "not root" in check.detail
+    assert "unsafe_allow_missing={'cgroups'}" in (check.fix or "")
+    (tmp_path / "cgroup.controllers").write_text("memory pids\n")
+    check = d.check_cgroups(tmp_path)
+    assert check.status == "fail" and "not root" in check.detail
 
 
 def test_cgroup_v1_detection(tmp_path: Path) -> None:

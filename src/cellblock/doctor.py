@@ -165,6 +165,10 @@ def _cgroup_fs_type(path: Path) -> str | None:
     return None
 
 
+_NOT_ROOT_FIX = ("run cellblock as root (it creates a cgroup per call), or accept weaker "
+                 "per-process rlimits with Policy(unsafe_allow_missing={'cgroups'})")
+
+
 def check_cgroups(root: Path = Path("/sys/fs/cgroup")) -> HostCheck:
     """cgroup v2 with memory+pids, or writable v1 memory and pids hierarchies."""
     fix_v2 = ("mount cgroup2 at /sys/fs/cgroup (systemd.unified_cgroup_hierarchy=1) and "
@@ -183,11 +187,11 @@ def check_cgroups(root: Path = Path("/sys/fs/cgroup")) -> HostCheck:
             return HostCheck("cgroups", "fail",
                              f"cgroup v2 without {', '.join(sorted(missing))} controller",
                              fix_v2)
-        if not os.access(root, os.W_OK):
-            return HostCheck("cgroups", "warn",
-                             "cgroup v2 with memory+pids, but not writable by this user",
-                             "run as root or with a delegated cgroup subtree (systemd-run "
-                             "--user --scope -p Delegate=yes)")
+        if not os.access(root, os.W_OK) or os.geteuid() != 0:
+            return HostCheck("cgroups", "fail",
+                             "cgroup v2 with memory+pids, but cellblock is not root: the "
+                             "bwrap backend refuses to run (no per-sandbox memory and pids "
+                             "limits)", _NOT_ROOT_FIX)
         return HostCheck("cgroups", "ok", "cgroup v2 (unified) with memory and pids")
     v1 = {name: root / name for name in ("memory", "pids")}
     absent = [n for n, p in v1.items() if not p.is_dir()]
@@ -195,10 +199,11 @@ def check_cgroups(root: Path = Path("/sys/fs/cgroup")) -> HostCheck:
         return HostCheck("cgroups", "fail",
                          f"no cgroup v2, and cgroup v1 lacks {', '.join(absent)}", fix_v2)
     readonly = [n for n, p in v1.items() if not os.access(p, os.W_OK)]
-    if readonly:
-        return HostCheck("cgroups", "warn",
-                         f"cgroup v1: {', '.join(readonly)} hierarchy not writable",
-                         "run as root, or switch the host to cgroup v2")
+    if readonly or os.geteuid() != 0:
+        what = f"{', '.join(readonly)} hierarchy not writable" if readonly else "not root"
+        return HostCheck("cgroups", "fail",
+                         f"cgroup v1: {what}: the bwrap backend refuses to run (no "
+                         "per-sandbox memory and pids limits)", _NOT_ROOT_FIX)
     hybrid = " (hybrid: v2 also at unified/)" if (root / "unified").is_dir() else ""
     return HostCheck("cgroups", "ok", f"cgroup v1 with writable memory and pids{hybrid}")
 

@@ -18,13 +18,19 @@ __all__ = ["Language", "NetworkPolicy", "Policy", "Protection"]
 Language = Literal["python", "bash"]
 """Languages a sandbox can run."""
 
-Protection = Literal["seccomp"]
+Protection = Literal["seccomp", "cgroups"]
 """Protections a user may explicitly opt out of with ``Policy.unsafe_allow_missing``.
 
 ``seccomp``: run even if no seccomp filter can be installed.
 
-(Memory and pids limits need no opt-out: where no cgroup can be created they fall back to
-rlimits, and every result says which one enforced them in ``limits_enforced_by``.)
+``cgroups``: run even if no cgroup can be created for the call (cellblock not running
+as root, or no writable cgroup hierarchy). Memory and pids limits then fall back to
+rlimits, which are per process and per user, not per sandbox tree: ``RLIMIT_AS`` bounds
+each process's address space, ``RLIMIT_FSIZE`` each file (a memfd or a scratch file),
+``RLIMIT_NPROC`` the processes of the whole host uid. A sandbox can then hold more memory
+than ``memory_mb`` (several processes, several files) and a limit makes the kernel refuse
+an allocation or a fork instead of killing the tree. Every result says which mechanism
+enforced its limits in ``limits_enforced_by``.
 """
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

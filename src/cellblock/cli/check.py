@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import get_args
 
 import click
 from rich.console import Console
@@ -11,6 +12,7 @@ from rich.table import Table
 
 from cellblock.cli._common import friendly_errors
 from cellblock.cli._options import backend_options
+from cellblock.policy import Protection
 
 
 @click.command()
@@ -19,9 +21,14 @@ from cellblock.cli._options import backend_options
 @click.option("--check", "only", multiple=True, help="Run only this check (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @click.option("--list", "list_only", is_flag=True, help="List the checks and exit.")
+@click.option("--allow-missing", "allow_missing", multiple=True,
+              type=click.Choice(list(get_args(Protection))),
+              help="Run every check with Policy(unsafe_allow_missing={...}) for this "
+                   "protection and expect the weaker guarantee (repeatable; e.g. cgroups "
+                   "when not running as root).")
 @friendly_errors
 def selfcheck(backend: str, image: str | None, only: tuple[str, ...], as_json: bool,
-              list_only: bool) -> None:
+              list_only: bool, allow_missing: tuple[Protection, ...]) -> None:
     """Check that BACKEND gives every guarantee cellblock promises, on this host."""
     from cellblock.conformance import CHECKS, run_checks
 
@@ -42,7 +49,8 @@ def selfcheck(backend: str, image: str | None, only: tuple[str, ...], as_json: b
     outcomes = []
     options = backend_options(backend, image, pool=True)
     with console.status(f"running conformance checks on {backend}...", spinner="dots") as status:
-        for outcome in run_checks(backend, options, list(only) or None):
+        for outcome in run_checks(backend, options, list(only) or None,
+                                  frozenset(allow_missing)):
             status.update(f"{outcome.name}: {'ok' if outcome.passed else 'FAILED'}")
             outcomes.append(outcome)
             table.add_row(outcome.name, "[green]pass[/]" if outcome.passed else "[red]FAIL[/]",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -149,10 +150,35 @@ def test_rlimit_fallback_without_cgroups(monkeypatch: pytest.MonkeyPatch) -> Non
     from cellblock.backends.bwrap import backend as backend_mod
 
     monkeypatch.setattr(backend_mod, "detect_cgroups", lambda: None)
-    with Sandbox("bwrap", Policy(memory_mb=128, max_pids=20), recorder=None) as sb:
-        r = sb.run("ulimit -Hv; ulimit -Hu", language="bash")
+    policy = Policy(memory_mb=128, max_pids=20, unsafe_allow_missing={"cgroups"})
+    with Sandbox("bwrap", policy, recorder=None) as sb:
+        r = sb.run("ulimit -Hv; ulimit -Hf; ulimit -Hu", language="bash")
         bomb = sb.run("x = bytearray(512 * 1024 * 1024)")
+        # Memory outside the heap: a memfd is bounded by the file-size limit.
+        memfd = sb.run("import os\nfd = os.memfd_create('bomb')\nn = 0\n"
+                       "try:\n    while n < 1024:\n        os.write(fd, b'x' * 1048576)\n"
+                       "        n += 1\nexcept OSError as e:\n    print(n, e.errno)\n")
     assert r.limits_enforced_by == "rlimit"
-    assert r.stdout.split() == [str(128 * 1024), "20"], r
+    # As root each sandbox has a host uid of its own, so the process limit is exact.
+    assert r.stdout.split() == [str(128 * 1024), str(128 * 1024), "20"], r
     # Without a cgroup the kernel refuses the allocation instead of killing the tree.
     assert bomb.exit_code == 1 and "MemoryError" in bomb.stderr, bomb
+    assert memfd.exit_code == 0 and memfd.stdout.split() == ["128", str(errno.EFBIG)], memfd
+
+
+def test_no_cgroup_is_refused_unless_the_policy_opts_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail closed: rlimits do not bound a sandbox tree's memory, so they are only a
+    fallback the caller asks for."""
+    require_default_image()
+    from cellblock.backends.bwrap import backend as backend_mod
+
+    monkeypatch.setattr(backend_mod, "detect_cgroups", lambda: None)
+    with pytest.raises(ProtectionUnavailable) as info:
+        Sandbox("bwrap", Policy(), recorder=None)
+    assert info.value.protection == "cgroups"
+    assert "unsafe_allow_missing" in (info.value.hint or "")
+    with Sandbox("bwrap", Policy(unsafe_allow_missing={"cgroups"}), recorder=None) as sb:
+        assert sb.run("print(1)").stdout == "1\n"
+        with pytest.raises(ProtectionUnavailable):
+            sb.run("print(2)", policy=Policy())

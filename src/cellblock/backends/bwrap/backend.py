@@ -38,7 +38,13 @@ from cellblock.backends.bwrap.cgroups import detect_cgroups
 from cellblock.backends.bwrap.launcher import Launcher
 from cellblock.backends.bwrap.pool import PrespawnPool
 from cellblock.backends.bwrap.seccomp import SeccompUnavailable, compiled_filter
-from cellblock.backends.bwrap.spawn import PreparedSandbox, Reaper, SpawnConfig, SpawnKey
+from cellblock.backends.bwrap.spawn import (
+    PreparedSandbox,
+    Reaper,
+    SpawnConfig,
+    SpawnKey,
+    cgroups_unavailable,
+)
 from cellblock.errors import ImageNotFound, ProtectionUnavailable, SandboxUnavailable
 from cellblock.images.store import DEFAULT_IMAGE, require_rootfs
 from cellblock.policy import Policy
@@ -99,7 +105,16 @@ class BwrapBackend(Backend):
 
     def prepare(self, policy: Policy) -> None:
         self._check_network(policy)
-        self._spawn_config(allow_no_seccomp="seccomp" in policy.unsafe_allow_missing)
+        config = self._spawn_config(allow_no_seccomp="seccomp" in policy.unsafe_allow_missing)
+        self._check_cgroups(config, policy)
+
+    @staticmethod
+    def _check_cgroups(config: SpawnConfig, policy: Policy) -> None:
+        """Fail closed: memory and pids limits per sandbox tree need a cgroup."""
+        if config.cgroups is None and "cgroups" not in policy.unsafe_allow_missing:
+            raise cgroups_unavailable(
+                "no cgroup hierarchy this process can write to"
+                + ("" if os.geteuid() == 0 else " (not root)"))
 
     @staticmethod
     def _check_network(policy: Policy) -> None:
@@ -161,6 +176,7 @@ class BwrapBackend(Backend):
         policy = request.policy
         self._check_network(policy)
         config = self._spawn_config(allow_no_seccomp="seccomp" in policy.unsafe_allow_missing)
+        self._check_cgroups(config, policy)
         key = SpawnKey(
             language=request.language,
             scratch_mb=policy.scratch_mb,
@@ -168,6 +184,7 @@ class BwrapBackend(Backend):
             max_pids=policy.max_pids,
             env=tuple(sorted(policy.env.items())),
             seccomp=config.seccomp_program is not None,
+            rlimit_fallback="cgroups" in policy.unsafe_allow_missing,
         )
         sandbox: PreparedSandbox | None = None
         if not request.files and self.opts.pool_size > 0:

@@ -73,7 +73,11 @@ def child(req, fds):
                 try: os.close(f)
                 except OSError: pass
         for name, value in req.get("rlimits", {}).items():
-            limit = {"as": resource.RLIMIT_AS, "nproc": resource.RLIMIT_NPROC}[name]
+            limit = {"as": resource.RLIMIT_AS, "fsize": resource.RLIMIT_FSIZE,
+                     "nproc": resource.RLIMIT_NPROC}[name]
+            hard = resource.getrlimit(limit)[1]
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)  # only root may raise a hard limit
             resource.setrlimit(limit, (value, value))
         uid = req.get("uid")
         if uid is not None:
@@ -184,7 +188,7 @@ class Launcher:
         rlimits: dict[str, int] | None = None,
     ) -> LaunchedProcess:
         """Start ``argv`` with ``fds`` (target number -> our descriptor) as ``uid``, with
-        ``rlimits`` (``as``, ``nproc``) lowered further for this process alone."""
+        ``rlimits`` (``as``, ``fsize``, ``nproc``) lowered further for this process alone."""
         if len(fds) > _MAX_FDS:
             raise SandboxUnavailable(detail="too many descriptors for one sandbox")
         request = json.dumps(

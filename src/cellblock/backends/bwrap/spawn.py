@@ -80,6 +80,9 @@ class SpawnKey:
     max_pids: int
     env: tuple[tuple[str, str], ...]
     seccomp: bool
+    rlimit_fallback: bool = False
+    """The policy opted out of cgroups: when no cgroup can be created, fall back to
+    rlimits instead of refusing the call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,42 @@ class SpawnConfig:
     cgroups: CgroupManager | None
     reaper: Reaper
     launcher: Launcher
+
+
+def cgroups_unavailable(detail: str) -> ProtectionUnavailable:
+    """The error for a call whose memory and pids limits cannot be enforced per sandbox."""
+    return ProtectionUnavailable(
+        "cgroups",
+        detail=detail,
+        hint="run cellblock as root so that it can create a cgroup per call, or accept "
+        "weaker per-process limits with Policy(unsafe_allow_missing={'cgroups'})",
+    )
+
+
+_NPROC_SLACK = 64
+"""Headroom over the user's current process count for a non-root sandbox's RLIMIT_NPROC:
+bwrap and its namespace init, and other sandboxes (pool refills) starting meanwhile."""
+_rlimit_warned = threading.Event()
+
+
+def _warn_rlimits_once(why: str) -> None:
+    if not _rlimit_warned.is_set():
+        _rlimit_warned.set()
+        log.warning("%s; memory and pids limits fall back to rlimits (the policy opted out "
+                    "of cgroups)", why)
+
+
+def _processes_of(uid: int) -> int:
+    """How many processes (zombies included: they count for RLIMIT_NPROC) ``uid`` has."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    count += 1
+            except OSError:  # exited meanwhile
+                continue
+    return count
 
 
 class Reaper:
@@ -257,17 +296,28 @@ class PreparedSandbox:
         key = self.key
         mem = key.memory_mb * 1024 * 1024
         manager = self.config.cgroups
+        failure = "no cgroup hierarchy this process can write to (not root)"
         if manager is not None:
             try:
                 self.cgroup = manager.create(f"sb-{secrets.token_hex(8)}", mem, key.max_pids)
                 self.enforcement = "cgroup"
                 return {}
             except OSError as exc:
-                log.warning("cgroup setup failed, falling back to rlimits: %s", exc)
-        # Weaker: per-process address space, and a process count per host uid (unique per
-        # sandbox when we run as root, shared with the user's own processes otherwise).
+                failure = f"cgroup setup failed: {exc}"
+        if not key.rlimit_fallback:
+            raise cgroups_unavailable(failure)
+        _warn_rlimits_once(failure)
+        # Weaker (the policy opted out of cgroups): per-process address space, per-file
+        # size (a memfd or tmpfs file is memory too), and a process count per host uid.
+        # As root that uid is unique to the sandbox, so the count is exact. Otherwise it
+        # is the user's own uid: the sandbox gets max_pids on top of the processes the
+        # user has now, plus slack for other sandboxes starting meanwhile (approximate:
+        # concurrent sandboxes of one user share the headroom).
         self.enforcement = "rlimit"
-        return {"as": mem, "nproc": key.max_pids}
+        nproc = key.max_pids
+        if os.geteuid() != 0:
+            nproc += _processes_of(os.getuid()) + _NPROC_SLACK
+        return {"as": mem, "fsize": mem, "nproc": nproc}
 
     def _read_info(self, fd: int) -> int | None:
         buf = bytearray()
@@ -296,7 +346,14 @@ class PreparedSandbox:
             os.set_blocking(self.err_r, False)
             with contextlib.suppress(OSError):
                 detail += ": " + os.read(self.err_r, 4096).decode(errors="replace").strip()
-        if "uid map" in detail or "creating new namespace" in detail:
+        low = detail.lower()
+        if "resource temporarily unavailable" in low:
+            # fork/clone refused by RLIMIT_NPROC: the host uid has too many processes.
+            return SandboxUnavailable(
+                detail=detail,
+                hint="the host user has reached its process limit (ulimit -u)",
+            )
+        if "uid map" in low or "creating new namespace" in low:
             return ProtectionUnavailable(
                 "user namespaces",
                 detail=detail,
