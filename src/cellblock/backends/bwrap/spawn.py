@@ -25,6 +25,7 @@ has never run any code: it is "created but never used", and is used at most once
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -96,6 +97,43 @@ class SpawnConfig:
     cgroups: CgroupManager | None
     reaper: Reaper
     launcher: Launcher
+
+
+# Host-wide /proc readers are a covert channel between concurrent sandboxes: a sender
+# that burns CPU shows up in every other sandbox's /proc/stat (20 bit/s error-free in
+# bench/covert_timing.py before this). Each sandbox gets fixed views instead: an idle
+# machine with the sandbox's own memory limit, and empty files for the rest.
+_PROC_EMPTY = ("vmstat", "schedstat", "softirqs", "interrupts", "diskstats", "zoneinfo",
+               "buddyinfo", "pagetypeinfo", "slabinfo", "locks")
+_PROC_HIDDEN_DIRS = ("pressure",)
+
+
+@functools.lru_cache(maxsize=64)
+def proc_views(memory_mb: int) -> dict[str, bytes]:
+    """Fixed contents for host-wide files under /proc (path below /proc -> content)."""
+    cpus = len(os.sched_getaffinity(0))
+    zeros = " 0" * 10
+    stat = [f"cpu {zeros}"] + [f"cpu{i}{zeros}" for i in range(cpus)]
+    stat += ["intr 0", "ctxt 0", "btime 0", "processes 1", "procs_running 1",
+             "procs_blocked 0", "softirq 0"]
+    kb = memory_mb * 1024
+    meminfo = "".join(f"{name + ':':<16}{value:>8} kB\n" for name, value in (
+        ("MemTotal", kb), ("MemFree", kb), ("MemAvailable", kb), ("Buffers", 0),
+        ("Cached", 0), ("SwapTotal", 0), ("SwapFree", 0), ("Shmem", 0)))
+    views = {"stat": ("\n".join(stat) + "\n").encode(),
+             "loadavg": b"0.00 0.00 0.00 1/1 1\n",
+             "meminfo": meminfo.encode()}
+    return {name: content for name, content in views.items()
+            if os.path.exists(f"/proc/{name}")}
+
+
+@functools.lru_cache(maxsize=1)
+def _proc_masks() -> tuple[list[str], list[str]]:
+    """(files replaced by an empty file, directories hidden under an empty tmpfs), for
+    the ones this host's /proc has."""
+    files = [f"/proc/{n}" for n in _PROC_EMPTY if os.path.exists(f"/proc/{n}")]
+    dirs = [f"/proc/{n}" for n in _PROC_HIDDEN_DIRS if os.path.isdir(f"/proc/{n}")]
+    return files, dirs
 
 
 def cgroups_unavailable(detail: str) -> ProtectionUnavailable:
@@ -241,6 +279,16 @@ class PreparedSandbox:
             "--size", scratch, "--tmpfs", "/tmp",
             "--size", scratch, "--tmpfs", CODE_DIR,
         ]
+        for name, content in proc_views(key.memory_mb).items():
+            args += ["--perms", "0444", "--ro-bind-data", give(self._memfd("proc", content)),
+                     f"/proc/{name}"]
+        masked_files, hidden_dirs = _proc_masks()
+        for path in masked_files:
+            # An empty file of our own: /dev/null cannot be opened on the sandbox's nodev
+            # mounts, and a host path would have to be reachable by the sandbox's uid.
+            args += ["--perms", "0444", "--ro-bind-data", give(self._memfd("proc", b"")), path]
+        for path in hidden_dirs:
+            args += ["--perms", "0555", "--tmpfs", path]
         for fname, content in sorted(files.items()):
             fd = self._memfd("file", content)
             args += ["--perms", "0444", "--ro-bind-data", give(fd), f"{CODE_DIR}/{fname}"]

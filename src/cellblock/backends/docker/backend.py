@@ -36,6 +36,7 @@ from cellblock.backends.docker.engine import DAEMON_HINT, EngineClients, engine_
 from cellblock.backends.docker.options import DockerOptions
 from cellblock.backends.docker.pool import WarmPool
 from cellblock.backends.docker.spec import (
+    MASKED_PATHS,
     READY_MARKER,
     ContainerSpec,
     Runtime,
@@ -254,6 +255,8 @@ class DockerBackend(Backend):
         client = self._clients.get()
         with engine_errors("create the sandbox container"):
             host_config = client.create_host_config(**spec.host_config)
+            # Not a create_host_config argument: the Engine API field itself.
+            host_config["MaskedPaths"] = MASKED_PATHS
             created = client.create_container(
                 spec.image, host_config=host_config, labels=gc.container_labels(spec.key),
                 **spec.config,
