@@ -66,9 +66,12 @@ import time
 T0, SLOT, N, MODE = {t0!r}, {slot!r}, {n!r}, {mode!r}
 
 def busy_jiffies():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return v[0] + v[1] + v[2] + v[5] + v[6]  # user nice system irq softirq
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return v[0] + v[1] + v[2] + v[5] + v[6]  # user nice system irq softirq
+    except (OSError, ValueError, IndexError):
+        return 0  # masked (empty) or unreadable: nothing to observe
 
 buf = bytearray(4 * 1024 * 1024)
 counts = []

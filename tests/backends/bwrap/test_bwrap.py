@@ -182,3 +182,47 @@ def test_no_cgroup_is_refused_unless_the_policy_opts_out(
         assert sb.run("print(1)").stdout == "1\n"
         with pytest.raises(ProtectionUnavailable):
             sb.run("print(2)", policy=Policy())
+
+
+_READ_PROC = (
+    "import json, os\n"
+    "def read(p):\n"
+    "    try:\n"
+    "        return open(p).read()\n"
+    "    except OSError as e:\n"
+    "        return f'error {e.errno}'\n"
+    "out = {n: read('/proc/' + n) for n in ('stat', 'loadavg', 'uptime', 'meminfo', 'vmstat',"
+    " 'interrupts')}\n"
+    "out['pressure'] = os.listdir('/proc/pressure') if os.path.isdir('/proc/pressure') else None\n"
+    "out['self'] = os.readlink('/proc/self') != ''\n"
+    "print(json.dumps(out))\n"
+)
+
+
+def test_host_wide_proc_files_are_fixed_views() -> None:
+    """A covert channel between concurrent sandboxes (20 bit/s through /proc/stat): each
+    sandbox sees an idle machine with its own memory limit instead of the host."""
+    require_default_image()
+    import json
+
+    with Sandbox("bwrap", Policy(memory_mb=96), recorder=None) as sb:
+        seen = json.loads(sb.run(_READ_PROC).stdout)
+    assert seen["stat"].startswith("cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 ")
+    assert seen["loadavg"] == "0.00 0.00 0.00 1/1 1\n"
+    assert seen["uptime"] == "0.00 0.00\n"
+    assert "MemTotal:          98304 kB" in seen["meminfo"]
+    assert "MemAvailable:      98304 kB" in seen["meminfo"]
+    assert seen["vmstat"] == "" and seen["interrupts"] == ""
+    assert seen["pressure"] in (None, [])  # hidden, where the host has it
+    assert seen["self"]  # the sandbox's own processes are still there
+
+
+def test_host_proc_views_can_be_turned_off() -> None:
+    require_default_image()
+    import json
+
+    options = BwrapOptions(hide_host_proc=False)
+    with Sandbox("bwrap", Policy(), options=options, recorder=None) as sb:
+        seen = json.loads(sb.run(_READ_PROC).stdout)
+    assert not seen["stat"].startswith("cpu  0 0 0 0 0 0 0 0 0 0")
+    assert seen["vmstat"] != ""

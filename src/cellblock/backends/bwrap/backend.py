@@ -81,6 +81,13 @@ class BwrapOptions(BackendOptions):
     Calls with input files always spawn their own sandbox."""
     pool_max_age_s: float = Field(default=60.0, gt=0, le=3600)
     """A pooled sandbox older than this is destroyed and replaced."""
+    hide_host_proc: bool = True
+    """Give each sandbox fixed views of the host-wide files in /proc (stat, loadavg,
+    meminfo) and empty ones for the rest (vmstat, interrupts, pressure, ...), which
+    otherwise let concurrent sandboxes watch each other's CPU and memory use (a covert
+    channel: 20 bit/s error-free through /proc/stat). Costs a dozen bind mounts per
+    sandbox: about 2.5 ms of kernel time, ~10% of throughput on 2 cores (see
+    docs/benchmarks.md). ``False`` trades that channel for speed."""
 
 
 class BwrapBackend(Backend):
@@ -163,6 +170,7 @@ class BwrapBackend(Backend):
                     cgroups=cgroups,
                     reaper=self._reaper,
                     launcher=self._launcher,
+                    hide_host_proc=self.opts.hide_host_proc,
                 )
             if self._config.seccomp_program is None and not allow_no_seccomp:
                 raise SeccompUnavailable("libseccomp could not compile the filter")

@@ -97,6 +97,8 @@ class SpawnConfig:
     cgroups: CgroupManager | None
     reaper: Reaper
     launcher: Launcher
+    hide_host_proc: bool = True
+    """Fixed or empty views of the host-wide files in /proc (see :func:`proc_views`)."""
 
 
 # Host-wide /proc readers are a covert channel between concurrent sandboxes: a sender
@@ -122,6 +124,8 @@ def proc_views(memory_mb: int) -> dict[str, bytes]:
         ("Cached", 0), ("SwapTotal", 0), ("SwapFree", 0), ("Shmem", 0)))
     views = {"stat": ("\n".join(stat) + "\n").encode(),
              "loadavg": b"0.00 0.00 0.00 1/1 1\n",
+             # The second field is the host's idle CPU time: a CPU channel too.
+             "uptime": b"0.00 0.00\n",
              "meminfo": meminfo.encode()}
     return {name: content for name, content in views.items()
             if os.path.exists(f"/proc/{name}")}
@@ -279,10 +283,11 @@ class PreparedSandbox:
             "--size", scratch, "--tmpfs", "/tmp",
             "--size", scratch, "--tmpfs", CODE_DIR,
         ]
-        for name, content in proc_views(key.memory_mb).items():
+        views = proc_views(key.memory_mb) if cfg.hide_host_proc else {}
+        for name, content in views.items():
             args += ["--perms", "0444", "--ro-bind-data", give(self._memfd("proc", content)),
                      f"/proc/{name}"]
-        masked_files, hidden_dirs = _proc_masks()
+        masked_files, hidden_dirs = _proc_masks() if cfg.hide_host_proc else ([], [])
         for path in masked_files:
             # An empty file of our own: /dev/null cannot be opened on the sandbox's nodev
             # mounts, and a host path would have to be reachable by the sandbox's uid.

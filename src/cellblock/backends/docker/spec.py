@@ -196,9 +196,10 @@ DOCKER_DEFAULT_MASKED_PATHS = (
 """What Docker masks by default (setting ``MaskedPaths`` replaces its list)."""
 
 HOST_ACTIVITY_PATHS = (
-    "/proc/stat", "/proc/loadavg", "/proc/meminfo", "/proc/vmstat", "/proc/schedstat",
+    "/proc/stat", "/proc/loadavg", "/proc/uptime", "/proc/meminfo", "/proc/vmstat",
+    "/proc/schedstat",
     "/proc/softirqs", "/proc/interrupts", "/proc/diskstats", "/proc/zoneinfo",
-    "/proc/buddyinfo", "/proc/pagetypeinfo", "/proc/pressure",
+    "/proc/buddyinfo", "/proc/pagetypeinfo", "/proc/locks", "/proc/pressure",
 )
 """Host-wide readers a sandbox could watch another sandbox's activity through (a covert
 channel measured at 20 bit/s error-free by bench/covert_timing.py): masked, so they read
