@@ -106,7 +106,7 @@ class SpawnConfig:
 # bench/covert_timing.py before this). Each sandbox gets fixed views instead: an idle
 # machine with the sandbox's own memory limit, and empty files for the rest.
 _PROC_EMPTY = ("vmstat", "schedstat", "softirqs", "interrupts", "diskstats", "zoneinfo",
-               "buddyinfo", "pagetypeinfo", "slabinfo", "locks")
+               "buddyinfo", "pagetypeinfo", "locks")  # slabinfo: root-only already
 _PROC_HIDDEN_DIRS = ("pressure",)
 
 
