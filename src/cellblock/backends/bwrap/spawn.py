@@ -133,8 +133,8 @@ def proc_views(memory_mb: int) -> dict[str, bytes]:
 
 @functools.lru_cache(maxsize=1)
 def _proc_masks() -> tuple[list[str], list[str]]:
-    """(files replaced by an empty file, directories hidden under an empty tmpfs), for
-    the ones this host's /proc has."""
+    """(files masked with /dev/null, directories hidden under an empty tmpfs), for the
+    ones this host's /proc has."""
     files = [f"/proc/{n}" for n in _PROC_EMPTY if os.path.exists(f"/proc/{n}")]
     dirs = [f"/proc/{n}" for n in _PROC_HIDDEN_DIRS if os.path.isdir(f"/proc/{n}")]
     return files, dirs
@@ -289,9 +289,9 @@ class PreparedSandbox:
                      f"/proc/{name}"]
         masked_files, hidden_dirs = _proc_masks() if cfg.hide_host_proc else ([], [])
         for path in masked_files:
-            # An empty file of our own: /dev/null cannot be opened on the sandbox's nodev
-            # mounts, and a host path would have to be reachable by the sandbox's uid.
-            args += ["--perms", "0444", "--ro-bind-data", give(self._memfd("proc", b"")), path]
+            # /dev/null over it, as Docker masks paths: reads are empty, writes vanish. A
+            # dev-bind, because the sandbox's other mounts are nodev.
+            args += ["--dev-bind", "/dev/null", path]
         for path in hidden_dirs:
             args += ["--perms", "0555", "--tmpfs", path]
         for fname, content in sorted(files.items()):
