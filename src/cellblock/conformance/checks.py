@@ -428,6 +428,7 @@ for _ in range((os.cpu_count() or 1) - 1):
         parent = False
         break
 hog, flipped = None, start
+files = []
 while time.monotonic() < end:
     # One process also takes and frees 256 MiB every 0.8 s, so that any 1 s window of
     # the watcher sees the host's available memory change by that much.
@@ -437,8 +438,12 @@ while time.monotonic() < end:
             hog = bytearray(256 * 1024 * 1024)
             for i in range(0, len(hog), 4096):
                 hog[i] = 1
+            files = [open(os.devnull) for _ in range(500)]  # host-wide open-file count
         else:
             hog = None
+            for f in files:
+                f.close()
+            files = []
 if parent:
     os.wait()
 """
@@ -452,6 +457,11 @@ def busy_jiffies():
         return v[0] + v[1] + v[2] + v[5] + v[6]
     except (OSError, ValueError, IndexError):
         return 0  # unreadable or empty: nothing to learn from it
+def open_files():
+    try:
+        return int(open("/proc/sys/fs/file-nr").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
 def available_kb():
     try:
         for line in open("/proc/meminfo"):
@@ -461,14 +471,15 @@ def available_kb():
         pass
     return 0
 time.sleep(0.5)  # the host's burn is under way
-j0, m0 = busy_jiffies(), available_kb()
+j0, m0, f0 = busy_jiffies(), available_kb(), open_files()
 time.sleep(1.0)
-j1, m1 = busy_jiffies(), available_kb()
-print(json.dumps({"jiffies": j1 - j0, "mem_kb": abs(m1 - m0)}))
+j1, m1, f1 = busy_jiffies(), available_kb(), open_files()
+print(json.dumps({"jiffies": j1 - j0, "mem_kb": abs(m1 - m0), "files": abs(f1 - f0)}))
 """
 
 
-@check("host-wide /proc readers do not show the host's or other sandboxes' activity")
+@check("host-wide /proc readers do not show the host's or other sandboxes' activity "
+       "(CPU, memory, open files)")
 def check_host_activity_hidden(h: Harness) -> None:
     import subprocess
     import sys
@@ -486,6 +497,7 @@ def check_host_activity_hidden(h: Harness) -> None:
     # The host burned ~100 jiffies per CPU per second of the window.
     expect(seen["jiffies"] < 30, f"host CPU activity visible in /proc/stat: {seen}", r)
     expect(seen["mem_kb"] < 64 * 1024, f"host memory use visible in /proc/meminfo: {seen}", r)
+    expect(seen["files"] < 250, f"host open files visible in /proc/sys/fs/file-nr: {seen}", r)
 
 
 @check("the environment is explicit: nothing leaks from the host")

@@ -107,7 +107,10 @@ class SpawnConfig:
 # machine with the sandbox's own memory limit, and empty files for the rest.
 _PROC_EMPTY = ("vmstat", "schedstat", "softirqs", "interrupts", "diskstats", "zoneinfo",
                "buddyinfo", "pagetypeinfo", "locks")  # slabinfo: root-only already
-_PROC_HIDDEN_DIRS = ("pressure",)
+# /proc/sys holds host-wide counters too (fs/file-nr, fs/inode-nr, fs/dentry-state,
+# fs/aio-nr, kernel/pty/nr: a sender opening files moves them), and a sandbox has no
+# use for kernel tunables: one empty tmpfs hides them all.
+_PROC_HIDDEN_DIRS = ("pressure", "sys")
 
 
 @functools.lru_cache(maxsize=64)

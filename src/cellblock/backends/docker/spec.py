@@ -200,6 +200,8 @@ HOST_ACTIVITY_PATHS = (
     "/proc/schedstat",
     "/proc/softirqs", "/proc/interrupts", "/proc/diskstats", "/proc/zoneinfo",
     "/proc/buddyinfo", "/proc/pagetypeinfo", "/proc/locks", "/proc/pressure",
+    "/proc/sys/fs/file-nr", "/proc/sys/fs/inode-nr", "/proc/sys/fs/inode-state",
+    "/proc/sys/fs/dentry-state", "/proc/sys/fs/aio-nr", "/proc/sys/kernel/pty/nr",
 )
 """Host-wide readers a sandbox could watch another sandbox's activity through (a covert
 channel measured at 20 bit/s error-free by bench/covert_timing.py): masked, so they read
