@@ -83,7 +83,8 @@ class BwrapOptions(BackendOptions):
     """A pooled sandbox older than this is destroyed and replaced."""
     hide_host_proc: bool = True
     """Give each sandbox fixed views of the host-wide files in /proc (stat, loadavg,
-    meminfo) and empty ones for the rest (vmstat, interrupts, pressure, ...), which
+    uptime, meminfo) and empty ones for the rest (vmstat, interrupts, pressure, the
+    counters under /proc/sys, ...), which
     otherwise let concurrent sandboxes watch each other's CPU and memory use (a covert
     channel: 20 bit/s error-free through /proc/stat). Costs a dozen bind mounts per
     sandbox: about 1.5 ms of kernel time, ~6% of throughput on 2 cores (see
