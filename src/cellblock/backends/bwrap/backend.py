@@ -87,7 +87,7 @@ class BwrapOptions(BackendOptions):
     counters under /proc/sys, ...), which
     otherwise let concurrent sandboxes watch each other's CPU and memory use (a covert
     channel: 20 bit/s error-free through /proc/stat). Costs a dozen bind mounts per
-    sandbox: about 1.5 ms of kernel time, ~6% of throughput on 2 cores (see
+    sandbox: about 1.5–2 ms of kernel time, ~10% of throughput on 2 cores (see
     docs/benchmarks.md). ``False`` trades that channel for speed."""
 
 
