@@ -34,7 +34,7 @@ import re
 import sys
 import time
 import zlib
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import lru_cache
 from typing import ClassVar, NamedTuple
@@ -42,6 +42,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from cellblock.detect._deferred import Deferred
 from cellblock.detect._text import clip, code_of
 from cellblock.detect.base import Alert, Detector
 from cellblock.logs.record import RunRecord
@@ -129,12 +130,9 @@ def _first_line(code: str) -> str:
 
 
 class _Pending(NamedTuple):
-    """A deferred decision: judge ``run_id`` at record ``due_n`` or (when it is also in
-    the timed queue) at time ``due_at``, whichever comes first; judging twice is harmless
-    (a group is reported once)."""
+    """A deferred decision about ``run_id`` (judging it twice is harmless: a group is
+    reported once)."""
 
-    due_n: int
-    due_at: float
     run_id: str
     snippet: str
 
@@ -206,12 +204,13 @@ class NearDuplicateCodeDetector(Detector):
         self._high = 0  # one past the highest slot ever used
         self._index: OrderedDict[str, tuple[str, int]] = OrderedDict()
         """run id -> (agent id, slot), oldest first."""
-        # Every deferred decision, by record count; and by time, with the short bound
-        # once the window is mature and the long one before. Each queue is in deadline
-        # order (insertion order), so each head is due first.
-        self._pending: deque[_Pending] = deque()
-        self._timed: deque[_Pending] = deque()
-        self._timed_young: deque[_Pending] = deque()
+        # By record count, and by time: the short bound once the window is mature
+        # (warm-up plus one delay), the long one before, when every shared snippet looks
+        # unusual. The log service replays its newest runs at start, so only a brand-new
+        # or small log is young.
+        self._deferred: Deferred[_Pending] = Deferred(
+            delay=delay, warmup=warmup, max_wait_s=max_wait_s, young_wait_s=young_wait_s,
+            clock=clock, max_pending=_MAX_PENDING)
         self._reported: set[frozenset[str]] = set()
         self._n = 0
 
@@ -306,20 +305,8 @@ class NearDuplicateCodeDetector(Detector):
         return int(np.count_nonzero(similar & self._valid[:used]))
 
     def _due(self, flush: bool) -> list[Alert]:
-        alerts: list[Alert] = []
-        if self._n < self.warmup and not flush:
-            return alerts
-        while self._pending and (flush or self._pending[0].due_n <= self._n):
-            alert = self._judge(self._pending.popleft())
-            if alert is not None:
-                alerts.append(alert)
-        for queue in (self._timed, self._timed_young):
-            if flush:
-                queue.clear()
-            # Decided by count already: no reason to wake up for them.
-            while queue and queue[0].due_n <= self._n:
-                queue.popleft()
-        return alerts
+        judged = (self._judge(p) for p in self._deferred.due_by_count(self._n, flush=flush))
+        return [alert for alert in judged if alert is not None]
 
     # -- Detector ----------------------------------------------------------------------
 
@@ -338,20 +325,10 @@ class NearDuplicateCodeDetector(Detector):
             self._index[run_id] = (record.agent_id, slot)
             self._matrix[slot] = sig
             self._valid[slot] = True
-            if (near and len(self._pending) < _MAX_PENDING
+            if (near and not self._deferred.full
                     and any(self._index[k][0] != record.agent_id for k in near)):
-                # The short time bound only once the window is mature (warm-up plus one
-                # delay): in a young window every shared snippet looks unusual. The log
-                # service replays its newest runs at start, so only a brand-new or small
-                # log is young.
-                mature = self._n >= self.warmup + self.delay
-                wait = self.max_wait_s if mature else self.young_wait_s
-                due_at = math.inf if wait is None else self._clock() + wait
-                pending = _Pending(self._n + self.delay, due_at, run_id, _first_line(code))
-                self._pending.append(pending)
-                if wait is not None:
-                    (self._timed if mature else self._timed_young).append(pending)
-        return self._due(flush=False) if self._pending or self._timed else []
+                self._deferred.defer(_Pending(run_id, _first_line(code)), self._n)
+        return self._due(flush=False)
 
     def _insert(self, run_id: str, sig: U32, cap: int) -> set[str] | None:
         """Index ``run_id`` under its signature's bands; return the runs that already
@@ -395,20 +372,11 @@ class NearDuplicateCodeDetector(Detector):
     def poll(self) -> list[Alert]:
         """Take the deferred decisions whose time bound has passed (``max_wait_s`` once
         the window was mature, ``young_wait_s`` before)."""
-        alerts: list[Alert] = []
-        if not self._timed and not self._timed_young:
-            return alerts
-        now = self._clock()
-        for queue in (self._timed_young, self._timed):
-            while queue and queue[0].due_at <= now:
-                alert = self._judge(queue.popleft())
-                if alert is not None:
-                    alerts.append(alert)
-        return alerts
+        judged = (self._judge(p) for p in self._deferred.due_by_time())
+        return [alert for alert in judged if alert is not None]
 
     def next_deadline(self) -> float | None:
-        heads = [q[0].due_at for q in (self._timed, self._timed_young) if q]
-        return min(heads, default=None)
+        return self._deferred.next_deadline()
 
     def finish(self) -> list[Alert]:
         return self._due(flush=True)

@@ -39,10 +39,10 @@ from __future__ import annotations
 
 import re
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import ClassVar
 
+from cellblock.detect._deferred import Deferred
 from cellblock.detect._text import clip, code_of, stderr_of, stdout_of
 from cellblock.detect.base import Alert, Detector, Severity
 from cellblock.detect.encoding import generates_random
@@ -188,17 +188,13 @@ class SharedRareTokenDetector(Detector):
         self.ignore = frozenset(i.lower() for i in ignore)
         self.max_wait_s = max_wait_s
         self.young_wait_s = young_wait_s
-        self._clock = clock
         self._keys: dict[object, _Key] = {}
         self._words: dict[str, int] = {}
-        # Deferred decisions, in insertion order, so each deque's head is due first:
-        # every one by record count, and first-time ones by time too. A key may be
+        # Every deferred key by record count; first-time ones by time too. A key may be
         # judged twice; the second judgement only reports agents not yet reported.
-        self._pending: deque[tuple[int, object]] = deque()
-        # (time deadline, record-count deadline, key), one queue per time bound so that
-        # each stays in deadline order.
-        self._timed: deque[tuple[float, int, object]] = deque()
-        self._timed_young: deque[tuple[float, int, object]] = deque()
+        self._deferred: Deferred[object] = Deferred(
+            delay=delay, warmup=warmup, max_wait_s=max_wait_s, young_wait_s=young_wait_s,
+            clock=clock, max_pending=_MAX_PENDING)
         self._n = 0
 
     # -- bookkeeping -------------------------------------------------------------------
@@ -216,18 +212,11 @@ class SharedRareTokenDetector(Detector):
             entry.agents[agent] = _Use(run_id, in_code)
             newly_shared = len(entry.agents) == 2 or (
                 entry.reported and len(entry.agents) > entry.reported)
-            if newly_shared and len(self._pending) < _MAX_PENDING:
-                self._pending.append((self._n + self.delay, key))
+            if newly_shared and not self._deferred.full:
                 # Time-bounded: only first reports. A key already reported that spreads
                 # to more agents is more likely common than a second group reusing it:
-                # that waits for the record count. In a young corpus (before warm-up
-                # plus one delay) every shared input looks rare, so the bound is long.
-                if not entry.reported:
-                    mature = self._n >= self.warmup + self.delay
-                    wait = self.max_wait_s if mature else self.young_wait_s
-                    if wait is not None:
-                        queue = self._timed if mature else self._timed_young
-                        queue.append((self._clock() + wait, self._n + self.delay, key))
+                # that waits for the record count.
+                self._deferred.defer(key, self._n, timed=not entry.reported)
         else:
             info.runs += 1
             info.in_code = info.in_code or in_code
@@ -312,20 +301,8 @@ class SharedRareTokenDetector(Detector):
         )
 
     def _due(self, flush: bool) -> list[Alert]:
-        alerts: list[Alert] = []
-        if self._n < self.warmup and not flush:
-            return alerts
-        while self._pending and (flush or self._pending[0][0] <= self._n):
-            alert = self._judge(self._pending.popleft()[1])
-            if alert is not None:
-                alerts.append(alert)
-        for queue in (self._timed, self._timed_young):
-            if flush:
-                queue.clear()
-            # Decided by count already: no reason to wake up for them.
-            while queue and queue[0][1] <= self._n:
-                queue.popleft()
-        return alerts
+        judged = (self._judge(key) for key in self._deferred.due_by_count(self._n, flush=flush))
+        return [alert for alert in judged if alert is not None]
 
     def poll(self) -> list[Alert]:
         """Take the decisions whose time bound has passed: ``max_wait_s`` for keys that
@@ -333,20 +310,11 @@ class SharedRareTokenDetector(Detector):
         ``young_wait_s`` before that, when every shared input still looks rare. The log
         service replays its newest stored runs at start, so only a brand-new or small
         log is ever young."""
-        alerts: list[Alert] = []
-        if not self._timed and not self._timed_young:
-            return alerts
-        now = self._clock()
-        for queue in (self._timed_young, self._timed):
-            while queue and queue[0][0] <= now:
-                alert = self._judge(queue.popleft()[2], by_time=True)
-                if alert is not None:
-                    alerts.append(alert)
-        return alerts
+        judged = (self._judge(key, by_time=True) for key in self._deferred.due_by_time())
+        return [alert for alert in judged if alert is not None]
 
     def next_deadline(self) -> float | None:
-        heads = [q[0][0] for q in (self._timed, self._timed_young) if q]
-        return min(heads, default=None)
+        return self._deferred.next_deadline()
 
     # -- Detector ----------------------------------------------------------------------
 
