@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
-import time
 
 from cellblock import Policy, Sandbox
 from cellblock.backends.bwrap import BwrapOptions
+from cellblock.bench import measure_throughput
 
 
 def throughput(hide: bool, calls: int, callers: int) -> float:
@@ -22,24 +21,10 @@ def throughput(hide: bool, calls: int, callers: int) -> float:
                  recorder=None) as sb:
         for _ in range(8):  # fill the pool
             sb.run("print(1)")
-        left = [calls]
-        lock = threading.Lock()
-
-        def worker() -> None:
-            while True:
-                with lock:
-                    if left[0] <= 0:
-                        return
-                    left[0] -= 1
-                sb.run("print(1)")
-
-        threads = [threading.Thread(target=worker) for _ in range(callers)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return calls / (time.perf_counter() - t0)
+        calls_per_s, errors = measure_throughput(sb, calls, callers)
+    if errors:
+        raise SystemExit(f"{errors} calls failed")
+    return calls_per_s
 
 
 def main() -> None:

@@ -110,6 +110,40 @@ def _tutorial_runner(options: BackendOptions | None) -> tuple[str, Callable[[], 
     )
 
 
+def measure_throughput(
+    sandbox: Sandbox,
+    n: int,
+    concurrency: int,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> tuple[float, int]:
+    """``concurrency`` callers share ``sandbox`` and run :data:`CODE` ``n`` times in
+    all; return (calls per second, calls that raised)."""
+    done = 0
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def worker(count: int) -> None:
+        nonlocal done
+        for _ in range(count):
+            try:
+                sandbox.run(CODE)
+            except CellblockError as exc:
+                errors.append(exc)
+            with lock:
+                done += 1
+                if progress:
+                    progress("concurrent", done, n)
+
+    per = [n // concurrency + (1 if i < n % concurrency else 0) for i in range(concurrency)]
+    threads = [threading.Thread(target=worker, args=(c,)) for c in per]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return n / (time.perf_counter() - start), len(errors)
+
+
 def run_bench(
     backend: str,
     n: int = 200,
@@ -146,32 +180,8 @@ def run_bench(
             base.append(_time(baseline))
             if progress:
                 progress("sequential", i + 1, n)
-        # Throughput: `concurrency` callers, n calls in total.
-        done = 0
-        lock = threading.Lock()
-        errors: list[BaseException] = []
-
-        def worker(count: int) -> None:
-            nonlocal done
-            for _ in range(count):
-                try:
-                    sandbox.run(CODE)
-                except CellblockError as exc:
-                    errors.append(exc)
-                with lock:
-                    done += 1
-                    if progress:
-                        progress("concurrent", done, n)
-
-        per = [n // concurrency + (1 if i < n % concurrency else 0) for i in range(concurrency)]
-        threads = [threading.Thread(target=worker, args=(c,)) for c in per]
-        start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - start
-        failures += len(errors)
+        calls_per_s, errors = measure_throughput(sandbox, n, concurrency, progress)
+        failures += errors
     ours_s = Series.of(f"cellblock {backend}", ours)
     base_s = Series.of(label, base)
     return BenchReport(
@@ -183,7 +193,7 @@ def run_bench(
         overhead_p95_ms=round(ours_s.p95_ms - base_s.p95_ms, 3),
         ratio_p50=round(ours_s.p50_ms / base_s.p50_ms, 3) if base_s.p50_ms else 0.0,
         concurrency=concurrency,
-        calls_per_s=round(n / elapsed, 1),
+        calls_per_s=round(calls_per_s, 1),
         failures=failures,
         notes=notes,
     )

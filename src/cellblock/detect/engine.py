@@ -73,23 +73,21 @@ class DetectionEngine:
 
     def finish(self) -> list[Alert]:
         """Alerts that need the whole batch (call once, after the last ``observe``)."""
-        alerts: list[Alert] = []
-        for detector in self.detectors:
-            try:
-                alerts.extend(detector.finish())
-            except Exception:
-                log.exception("detector %s failed in finish()", detector.name)
-        return self._new(alerts)
+        return self._gather("finish", lambda d: d.finish())
 
     def poll(self) -> list[Alert]:
         """Streaming: deferred decisions that are due by time (call when idle and after
         each batch; cheap when nothing is due)."""
+        return self._gather("poll", lambda d: d.poll())
+
+    def _gather(self, what: str, call: Callable[[Detector], list[Alert]]) -> list[Alert]:
+        """``call`` every detector; a failing one is logged and the others still run."""
         alerts: list[Alert] = []
         for detector in self.detectors:
             try:
-                alerts.extend(detector.poll())
+                alerts.extend(call(detector))
             except Exception:
-                log.exception("detector %s failed in poll()", detector.name)
+                log.exception("detector %s failed in %s()", detector.name, what)
         return self._new(alerts)
 
     def next_deadline(self) -> float | None:
